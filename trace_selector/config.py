@@ -10,6 +10,7 @@ output so a run can be reproduced from its folder alone.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,11 +42,41 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
         tp = hints[name]
         if _is_dataclass_type(tp) and isinstance(value, dict):
             value = from_dict(tp, value, f"{where}.{name}")
+        else:
+            value = _coerce(value, tp, f"{where}.{name}")
         kwargs[name] = value
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:
         raise InputError(f"{where}: {err}") from err
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Convert YAML/CLI scalars to the annotated type (YAML reads ``3e-4`` as a string)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], where) if len(inner) == 1 else value
+    try:
+        if tp is float and isinstance(value, (int, str)) and not isinstance(value, bool):
+            return float(value)
+        if tp is int and isinstance(value, str):
+            return int(value)
+        if tp is bool and isinstance(value, str):
+            if value.lower() in ("true", "yes", "1"):
+                return True
+            if value.lower() in ("false", "no", "0"):
+                return False
+            raise ValueError(value)
+        if tp is Path and isinstance(value, str):
+            return Path(value)
+        if typing.get_origin(tp) is tuple and isinstance(value, list):
+            return tuple(value)
+    except ValueError as err:
+        raise InputError(f"{where}: cannot read {value!r} as {getattr(tp, '__name__', tp)}") from err
+    return value
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

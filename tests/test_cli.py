@@ -1,0 +1,34 @@
+"""The CLI dispatch table: help lists every command, errors are one line with exit code 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from trace_selector.cli import COMMANDS, main
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in out
+
+
+def test_input_error_is_one_line_exit_1(tmp_path, capsys):
+    missing = tmp_path / "nope.jsonl"
+    assert main(["validate", str(missing)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and str(missing) in err
+    assert "\n" not in err
+
+
+def test_python_dash_m_entry_point():
+    out = subprocess.run(
+        [sys.executable, "-m", "trace_selector", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("trace-selector ")
