@@ -20,9 +20,10 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def _is_punct(ch: str) -> bool:
-    # ASCII punctuation as in SQuAD, plus unicode punctuation (curly quotes, en dashes) so that
-    # "Rock ’n’ roll" and "Rock 'n' roll" agree.
-    return ch in _PUNCT or unicodedata.category(ch).startswith("P")
+    # ASCII punctuation as in SQuAD, extended to unicode the same way: string.punctuation is exactly
+    # the ASCII characters of the punctuation (P*) and symbol (S*) categories ("$" is Sc, "+" Sm), so
+    # curly quotes, en dashes and "€" go too and "Rock ’n’ roll" == "Rock 'n' roll", "€100" == "100".
+    return ch in _PUNCT or unicodedata.category(ch)[0] in "PS"
 
 
 def normalize_answer(text: str) -> str:

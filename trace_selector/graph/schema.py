@@ -5,8 +5,11 @@ batching keeps only the types present in the first graph of a batch.
 
 Per-graph tensors (``HeteroData``), for both kinds:
   data[t].x           [N_t, D]  frozen text embedding of each node (document: zeros, learned state)
-  data[t].traj        [N_t]     long, index of the trajectory (0..K-1) a node belongs to (-1 for
-                                query and document nodes, which are shared)
+  data[t].traj        [N_t]     long, index of the trajectory (0..K-1 over the K retained ones, in
+                                pool order) a node belongs to (-1 for query and shared document
+                                nodes); answer node k has traj k. Under the merge_answers ablation
+                                traj is the candidate index instead, and under merge_evidence a
+                                node shared by several trajectories has -1
   data["answer"].vote [A, 2]    log1p(c), c/R: c = trajectories with the same normalised answer, R =
                                 retained trajectories of the question
   data["answer"].y    [A]       float 0/1 correctness (NaN if unknown)

@@ -1,0 +1,260 @@
+"""LLM aggregation baselines: prompt building and output parsing on a scripted fake engine, and one
+slow end-to-end run of every LLM method on the real vLLM engine with the smallest packaged model."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from trace_selector.baselines import prompts
+from trace_selector.baselines.aggagent import AggAgent, parse_action
+from trace_selector.baselines.aggregators import SolAgg, SummAgg
+from trace_selector.baselines.judge import Judge, parse_rubric
+from trace_selector.baselines.llm import Chat, LLMConfig, answer_span, match_candidate
+from trace_selector.baselines.render import render_steps, search_trajectories
+from trace_selector.records import QuestionGroup, Step, Trajectory
+from trace_selector.rollout.generation import GenResult
+
+
+class FakeEngine:
+    """Character-level tokenizer and a `respond(prompt_text, request)` script instead of a model."""
+
+    model_name = "fake"
+
+    def __init__(self, respond):
+        self.respond = respond
+        self.requests = []
+        self.batches = 0
+
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids)
+
+    def chat_token_ids(self, messages, add_generation_prompt=True):
+        return self.encode("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
+
+    def generate(self, requests, progress=False):
+        self.batches += 1
+        out = []
+        for r in requests:
+            self.requests.append(r)
+            text = self.respond(self.decode(r.prompt_token_ids), r)
+            out.append(GenResult(text, self.encode(text), None, len(r.prompt_token_ids), 0, "stop"))
+        return out
+
+    def info(self):
+        return {"engine": "fake"}
+
+    def close(self):
+        pass
+
+
+def doc_step(query, title, text):
+    return Step("search", query, search_result=f"Doc 1 (Title: {title}) {text}")
+
+
+def make_group(qid="q1", answers=("Paris", "London", "Paris"), gold=("Paris",)):
+    trajs = [
+        Trajectory(qid, "What is the capital of France?", i, a,
+                   steps=[doc_step(f"capital of France {i}", "France", f"The capital of France is {a}.")],
+                   final_text=f"The documents say {a}. <answer>{a}</answer>")
+        for i, a in enumerate(answers)
+    ]
+    return QuestionGroup(qid, "What is the capital of France?", list(gold), trajs)
+
+
+def chat(respond, **cfg):
+    engine = FakeEngine(respond)
+    return engine, Chat(engine, LLMConfig(**cfg))
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+def test_answer_span_and_match_candidate():
+    g = make_group(answers=("Paris", "London", "3"))
+    c = g.trajectories
+    assert answer_span("blah <answer> London </answer> more") == "London"
+    assert answer_span("x \\boxed{Rome} y") == "Rome"
+    assert answer_span("Reasoning here.\nFinal answer: Paris, France") == "Paris, France"
+    assert match_candidate("<answer>london</answer>", c) is c[1]
+    assert match_candidate("<answer>Candidate 1</answer>", c) is c[0]
+    assert match_candidate("<answer>3</answer>", c) is c[2]  # equality beats "candidate 3"
+    assert match_candidate("I think the answer is the city of London.", c) is c[1]
+    assert match_candidate("<answer>Paris, capital of France</answer>", c) is c[0]
+    assert match_candidate("<answer>Berlin</answer>", c) is None
+    assert match_candidate("", c) is None
+
+
+def test_parse_rubric_and_action():
+    assert parse_rubric("Definiteness: 2\nEvidence: 1\nConsistency: 0") == (2, 1, 0)
+    assert parse_rubric("**Definiteness** - 1, evidence=2; consistency: 2") == (1, 2, 2)
+    assert parse_rubric("scores 2 then 2 and 1") == (2, 2, 1)
+    assert parse_rubric("Definiteness: 5\nno idea") is None
+    assert parse_action('read_steps(2, 1, 3)') .args == ["2", "1", "3"]
+    assert parse_action('ok: search("capital, France")').args == ["capital, France"]
+    assert parse_action("finish( 1 )").name == "finish"
+    assert parse_action("I will finish now") is None
+
+
+def test_render_and_search_tools():
+    g = make_group()
+    assert "Step 1 [search] capital of France 0" in render_steps(g.trajectories[0])
+    assert "no steps 2-2" in render_steps(g.trajectories[0], 2, 2)
+    hits = search_trajectories(g.trajectories, "is london")
+    assert hits.startswith("candidate 2, step 1:") and "candidate 1" not in hits
+    assert "no match" in search_trajectories(g.trajectories, "Berlin")
+
+
+def test_chat_clip_keeps_head_and_tail():
+    _, c = chat(lambda p, r: "")
+    text = "head " + "x" * 500 + " tail"
+    clipped = c.clip(text, 60)
+    assert clipped.startswith("head ") and clipped.endswith(" tail") and len(clipped) <= 60 + len("\n[...]\n")
+    assert c.clip("short", 60) == "short"
+
+
+def test_llm_config_validation():
+    with pytest.raises(ValueError, match="judge_threshold"):
+        LLMConfig(judge_threshold=7)
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        LLMConfig(max_prompt_tokens=100)
+
+
+# --- SolAgg / SummAgg ---------------------------------------------------------------------------
+
+def test_solagg_maps_to_existing_answer_and_counts_tokens():
+    engine, c = chat(lambda p, r: "London is best supported.\n<answer>London</answer>")
+    [p] = SolAgg(c).select([make_group()])
+    assert (p.sample_id, p.answer, p.parse_failures) == (1, "London", 0)
+    [req] = engine.requests
+    prompt = engine.decode(req.prompt_token_ids)
+    assert "Candidate 1" in prompt and "Candidate 2" in prompt and "Answer: London" in prompt
+    assert req.regex == prompts.INTEGRATE_REGEX and req.temperature == 0.0
+    assert p.tokens_in == len(req.prompt_token_ids) and p.tokens_out == len("London is best supported.\n<answer>London</answer>")
+
+
+def test_solagg_parse_failure_falls_back_to_majority():
+    _, c = chat(lambda p, r: "I cannot tell.", constrained=False)
+    [p] = SolAgg(c).select([make_group()])
+    assert p.answer == "Paris" and p.sample_id == 0 and p.parse_failures == 1 and "majority" in p.fallback
+
+
+def test_aggregators_skip_unanimous_and_unanswered_questions():
+    engine, c = chat(lambda p, r: "<answer>x</answer>")
+    unanimous = make_group("u", answers=("Paris", "paris", ""))
+    empty = make_group("e", answers=("", ""))
+    picks = SolAgg(c).select([unanimous, empty])
+    assert engine.requests == []
+    assert (picks[0].sample_id, picks[0].extra) == (0, {"unanimous": True})
+    assert picks[1].sample_id is None
+    engine, c = chat(lambda p, r: "<answer>Paris</answer>", skip_unanimous=False)
+    assert SolAgg(c).select([unanimous])[0].answer == "Paris" and len(engine.requests) == 1
+
+
+def test_summagg_reports_then_integrates():
+    def respond(prompt, req):
+        if "Report:" in prompt and "Record:" in prompt:
+            return "Solution Planning: look up.\nSolution Methods: found it.\nFinal Reasoning: done."
+        return "Report 2 is best.\n<answer>Report 2</answer>"
+
+    engine, c = chat(respond)
+    groups = [make_group("q1"), make_group("q2", answers=("Rome", "Milan"))]
+    p1, p2 = SummAgg(c).select(groups)
+    assert engine.batches == 2 and len(engine.requests) == 3 + 2 + 2  # reports, then one integrate per question
+    assert (p1.answer, p2.answer) == ("London", "Milan")
+    report_len = len("Solution Planning: look up.\nSolution Methods: found it.\nFinal Reasoning: done.")
+    assert p1.extra["report_tokens"] == 3 * report_len and p1.extra["trajectory_tokens"] > 0
+    integrate = engine.decode(engine.requests[5].prompt_token_ids)
+    assert "do not prefer an answer because more reports" in integrate and "Do not search or call any tool" in integrate
+    assert "Final answer of report 3: Paris" in integrate and "Solution Planning" in integrate
+    assert p1.tokens_out == 3 * report_len + len("Report 2 is best.\n<answer>Report 2</answer>")
+
+
+# --- AggAgent -----------------------------------------------------------------------------------
+
+def test_aggagent_tool_loop_finishes_with_candidate():
+    script = iter(['read_solution(2)', 'search("is London")', 'finish(2)'])
+    engine, c = chat(lambda p, r: next(script), agent_max_turns=4)
+    [p] = AggAgent(c).select([make_group()])
+    assert (p.sample_id, p.answer, p.parse_failures) == (1, "London", 0)
+    assert p.extra["actions"] == ["read_solution(2)", "search(is London)", "finish(2)"]
+    last_prompt = engine.decode(engine.requests[-1].prompt_token_ids)
+    assert "Final answer: London" in last_prompt and "candidate 2, step 1" in last_prompt
+    assert "2 tool call(s) left" in last_prompt or "last tool call" in last_prompt
+
+
+def test_aggagent_invalid_actions_and_forced_finish():
+    replies = iter(["hmm", "read_steps(9, 1, 2)", "read_solution(1)"])
+    engine, c = chat(lambda p, r: next(replies), agent_max_turns=3)
+    [p] = AggAgent(c).select([make_group()])
+    # invalid text, unknown candidate 9, and a non-finish action on the last turn: three failures
+    assert p.parse_failures == 3 and p.answer == "Paris" and "majority" in p.fallback
+    assert engine.requests[-1].regex == prompts.aggagent_regex(3, last=True)
+    assert re.fullmatch(engine.requests[0].regex, 'search("x y")') and re.fullmatch(engine.requests[0].regex, "finish(3)")
+    assert not re.fullmatch(engine.requests[0].regex, "finish(4)")
+
+
+# --- TIPEX judge --------------------------------------------------------------------------------
+
+def rubric_by_answer(scores):
+    def respond(prompt, req):
+        answer = re.findall(r"Final answer: (\w+)", prompt)[-1]
+        d, e, c = scores[answer]
+        return f"Definiteness: {d}\nEvidence: {e}\nConsistency: {c}"
+
+    return respond
+
+
+def test_judge_global_first_valid_and_top_k():
+    g = make_group(answers=("Paris", "London", "Rome", "Rome"))
+    scores = {"Paris": (2, 1, 1), "London": (2, 2, 2), "Rome": (2, 2, 1)}
+    engine, c = chat(rubric_by_answer(scores), judge_threshold=4, judge_top_k=3)
+    gs = Judge(c, "global").select([g])[0]
+    assert gs.answer == "London" and gs.scores == {0: 4.0, 1: 6.0, 2: 5.0, 3: 5.0} and len(engine.requests) == 4
+    engine.requests.clear()
+    fves = Judge(c, "first_valid").select([g])[0]
+    assert fves.answer == "Paris" and len(engine.requests) == 1  # 4 >= threshold 4: stop at the first
+    engine.requests.clear()
+    tks = Judge(c, "top_k").select([g])[0]
+    assert tks.answer == "Rome" and tks.sample_id == 2  # top-3 = London, Rome, Rome -> vote Rome
+    c.cfg.judge_threshold = 6
+    engine.requests.clear()
+    assert Judge(c, "first_valid").select([g])[0].answer == "London" and len(engine.requests) == 2
+
+
+def test_judge_parse_failures_and_fallback():
+    engine, c = chat(lambda p, r: "no idea", constrained=False)
+    [p] = Judge(c, "global").select([make_group()])
+    assert p.parse_failures == 3 and "majority" in p.fallback and p.answer == "Paris"
+    assert engine.requests[0].regex is None
+    with pytest.raises(ValueError, match="rule must be one of"):
+        Judge(c, "best")  # type: ignore[arg-type]
+
+
+# --- real engine --------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_llm_methods_end_to_end_on_vllm(tmp_path):
+    """Every LLM method on 2 questions x 3 trajectories with SmolLM2-135M through the real vLLM engine."""
+    from trace_selector.evaluate import EvalConfig, evaluate, format_table
+    from trace_selector.records import Pool
+
+    pool = Pool(groups=[make_group("q1", ("Paris", "London", "Lyon")),
+                        make_group("q2", ("Berlin", "Bonn", "Berlin"), gold=("Berlin",))], path="tiny")
+    methods = ["majority", "solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks"]
+    cfg = EvalConfig(pool="tiny", methods=methods, out=str(tmp_path / "results.json"), budget=False,
+                     llm=LLMConfig(max_prompt_tokens=640, answer_tokens=40, report_tokens=48, agent_max_turns=2))
+    results = evaluate(cfg, pool)
+    print(format_table(results), json.dumps(results["engine"]["stats"]), sep="\n")  # visible with -s
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["methods"].keys() == set(methods)
+    for name in methods[1:]:
+        r = saved["methods"][name]
+        assert "skipped" not in r, r
+        assert r["tokens_in"] > 0 and r["tokens_out"] > 0 and 0.0 <= r["em"] <= 100.0
+    assert 0.0 < saved["methods"]["summagg"]["compression_ratio"] < 5.0
+    assert results["engine"]["model"]

@@ -1,0 +1,217 @@
+"""`trace-selector evaluate` on a tiny hand-written pool: results.json shape and hand-computed values,
+skips, budget curve, per-question file, plot, and the `trace` / LLM wiring with fakes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+from trace_selector.cli import main
+from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, oracle_at, restrict, subset_sizes
+from trace_selector.records import Pool, QuestionGroup, Trajectory
+from trace_selector.rollout.generation import GenResult
+
+
+def record(qi, gold, sid, answer, n_steps, conf, lp):
+    return {
+        "question_index": qi, "question": f"question {qi}?", "golden_answers": [gold], "sample_id": sid, "answer": answer,
+        "steps": [{"action": "search", "content": f"q{qi} s{sid} {j}", "search_result": f"Doc 1 (Title: T{j}) text {j}",
+                   "logprobs": [lp, lp]} for j in range(n_steps)],
+        "confidence": conf,
+        "final_logprobs": [lp] if n_steps == 0 else None,
+    }
+
+
+ROWS = [
+    # q0 (gold Paris): majority London is wrong; Paris has the highest stated and token confidence, fewest tools.
+    record(0, "Paris", 0, "Paris", 1, 0.9, -0.1),
+    record(0, "Paris", 1, "London", 2, 0.4, -1.0),
+    record(0, "Paris", 2, "London", 3, 0.3, -1.0),
+    # q1 (gold Berlin): majority right; Bonn has the fewest tools and the highest stated confidence.
+    record(1, "Berlin", 0, "Berlin", 2, 0.8, -0.5),
+    record(1, "Berlin", 1, "Berlin", 2, 0.6, -0.5),
+    record(1, "Berlin", 2, "Bonn", 1, 0.9, -0.2),
+    # q2 (gold Rome): nobody answered.
+    record(2, "Rome", 0, "", 0, None, -0.3),
+    record(2, "Rome", 1, "", 0, None, -0.3),
+    record(2, "Rome", 2, "", 0, None, -0.3),
+]
+
+# Hand-computed EM (percent) over the 3 questions; see the comments above and the notes in the test.
+EXPECTED_EM = {
+    "single": 100 / 3,          # (1/3 + 2/3 + 0) / 3
+    "majority": 100 / 3,        # London x, Berlin v, - x
+    "weighted_stated": 200 / 3, # Paris 0.9 > London 0.7; Berlin 1.4 > Bonn 0.9
+    "weighted_token": 200 / 3,  # exp(-0.1)=0.905 > 2exp(-1)=0.736; 2exp(-0.5)=1.213 > exp(-0.2)=0.819
+    "fewest_tools": 100 / 3,    # Paris (1) v; Bonn (1) x
+    "most_tools": 100 / 3,      # London (3) x; Berlin tie at 2 -> vote Berlin v
+}
+
+
+@pytest.fixture
+def pool_file(tmp_path):
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in ROWS))
+    return path
+
+
+def test_evaluate_cli_results_shape_and_values(pool_file, tmp_path, capsys):
+    out, plot, perq = tmp_path / "res" / "results.json", tmp_path / "budget.png", tmp_path / "perq.jsonl"
+    methods = list(EXPECTED_EM) + ["trace"]
+    rc = main(["evaluate", "--pool", str(pool_file), "--methods", ",".join(methods), "--out", str(out),
+               "--plot", str(plot), "--per-question", str(perq), "--set", "budget_subsets=4"])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "| majority | 33.3 |" in table and "skipped: no --checkpoint given" in table
+
+    res = json.loads(out.read_text())
+    assert res["pool"] == str(pool_file) and res["n_questions"] == 3 and res["k"] == 3
+    assert res["oracle_pass_at_k"] == pytest.approx(200 / 3, abs=1e-3)
+    assert list(res["methods"]) == methods
+    assert res["methods"]["trace"] == {"skipped": "no --checkpoint given"}
+    for name, em in EXPECTED_EM.items():
+        r = res["methods"][name]
+        assert r["em"] == pytest.approx(em, abs=1e-3), name
+        assert {"f1", "seconds", "questions_per_s"} <= r.keys() and r["tokens_in"] == 0
+    # Budget curve: sizes 1, 2, 3; k = K is the full pool (one subset), so it equals the main EM.
+    curve = res["budget_curve"]
+    assert set(curve) == set(EXPECTED_EM) | {"oracle_pass_at_k"}
+    for name, em in EXPECTED_EM.items():
+        assert list(curve[name]) == ["1", "2", "3"] and curve[name]["3"] == pytest.approx(em, abs=1e-3)
+    # pass@1 = mean c/n = (1/3 + 2/3 + 0)/3; pass@2 = ((1 - 1/3) + 1 + 0)/3
+    assert curve["oracle_pass_at_k"]["1"] == pytest.approx(100 / 3, abs=1e-3)
+    assert curve["oracle_pass_at_k"]["2"] == pytest.approx(500 / 9, abs=1e-3)
+
+    rows = [json.loads(line) for line in perq.read_text().splitlines()]
+    assert [r["question_id"] for r in rows] == ["0", "1", "2"] and rows[0]["gold"] == ["Paris"]
+    assert rows[0]["methods"]["majority"] == {"sample_id": 1, "answer": "London", "em": 0.0, "f1": 0.0,
+                                              "correct": False, "fallback": None}
+    assert rows[0]["methods"]["weighted_token"]["sample_id"] == 0 and rows[0]["methods"]["weighted_token"]["correct"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "budget_subsets: 4" in (out.parent / "results.config.yaml").read_text()
+
+
+def test_skips_with_reasons_and_k_restriction(pool_file, tmp_path):
+    rows = [json.loads(line) for line in pool_file.read_text().splitlines()]
+    for r in rows:
+        r.pop("confidence", None)
+        r.pop("final_logprobs", None)
+        for s in r["steps"]:
+            s.pop("logprobs")
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = evaluate(EvalConfig(pool=str(bare), methods=["majority", "weighted_stated", "weighted_token"], k=2,
+                              out=str(tmp_path / "r.json"), budget=False))
+    assert res["k"] == 2 and res["budget_curve"] == {}
+    assert "no stated confidences" in res["methods"]["weighted_stated"]["skipped"]
+    assert "no token log-probabilities" in res["methods"]["weighted_token"]["skipped"]
+    # First 2 samples: q0 Paris/London tie -> Paris (sample 0) v; q1 Berlin v; q2 x.
+    assert res["methods"]["majority"]["em"] == pytest.approx(200 / 3, abs=1e-3)
+    assert res["oracle_pass_at_k"] == pytest.approx(200 / 3, abs=1e-3)
+
+
+def test_empty_question_counts_as_wrong(tmp_path):
+    full = QuestionGroup("a", "Q?", ["x"], [Trajectory("a", "Q?", 0, "x")])
+    empty = QuestionGroup("b", "Q?", ["y"], [])
+    res = evaluate(EvalConfig(methods=["single", "majority"], out=str(tmp_path / "r.json"), budget_subsets=2),
+                   Pool(groups=[full, empty], path="mem"))
+    assert res["methods"]["majority"]["em"] == 50.0 and res["methods"]["single"]["em"] == 50.0
+    assert res["oracle_pass_at_k"] == 50.0 and res["budget_curve"]["majority"] == {"1": 50.0}
+
+
+def test_cli_errors_are_one_line(pool_file, tmp_path, capsys):
+    assert main(["evaluate", "--pool", str(pool_file), "--methods", "majority,nope", "--out", str(tmp_path / "r.json")]) == 1
+    assert "unknown method(s) nope" in capsys.readouterr().err
+    assert main(["evaluate", "--methods", "majority", "--out", str(tmp_path / "r.json")]) == 1
+    assert "no pool given" in capsys.readouterr().err
+
+
+def test_subsets_and_sizes_are_deterministic():
+    import random
+
+    assert subset_sizes(1) == [1] and subset_sizes(4) == [1, 2, 4] and subset_sizes(6) == [1, 2, 4, 6]
+    g = restrict([QuestionGroup("q", "Q?", ["x"], [Trajectory("q", "Q?", i, "x") for i in (3, 1, 0, 2)])], None)
+    assert [t.sample_id for t in g[0].trajectories] == [0, 1, 2, 3]
+    a = draw_subsets(g, 2, 5, random.Random(0))
+    b = draw_subsets(g, 2, 5, random.Random(0))
+    assert [[t.sample_id for t in s[0].trajectories] for s in a] == [[t.sample_id for t in s[0].trajectories] for s in b]
+    assert len(draw_subsets(g, 4, 5, random.Random(0))) == 1
+    assert oracle_at(g, 1) == 100.0
+
+
+# --- trace and LLM methods through fakes --------------------------------------------------------
+
+@dataclass
+class FakeSelection:
+    question_id: str
+    sample_id: int
+    answer: str
+    scores: dict = field(default_factory=dict)
+
+
+class FakeSelector:
+    """Scores a trajectory by its (negated) tool-call count, i.e. behaves like fewest_tools."""
+
+    calls: list = []
+
+    @classmethod
+    def from_pretrained(cls, path):
+        cls.calls.append(("load", path))
+        return cls()
+
+    def select(self, pool):
+        FakeSelector.calls.append(("select", sum(len(g.trajectories) for g in pool.groups)))
+        out = []
+        for g in pool.groups:
+            answered = [t for t in g.trajectories if t.answer]
+            if not answered:
+                continue
+            best = min(answered, key=lambda t: (len(t.steps), t.sample_id))
+            out.append(FakeSelection(g.question_id, best.sample_id, best.answer, {t.sample_id: -len(t.steps) for t in g.trajectories}))
+        return out
+
+
+class ScriptEngine:
+    model_name = "script"
+
+    def encode(self, text):
+        return list(text.encode())
+
+    def decode(self, ids):
+        return bytes(ids).decode(errors="ignore")
+
+    def chat_token_ids(self, messages, add_generation_prompt=True):
+        return self.encode(" ".join(m["content"] for m in messages))
+
+    def generate(self, requests, progress=False):
+        return [GenResult("<answer>Paris</answer>", [1, 2, 3], None, len(r.prompt_token_ids), 0, "stop") for r in requests]
+
+    def info(self):
+        return {"model": "script"}
+
+    def close(self):
+        pass
+
+
+def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypatch):
+    fake_mod = types.ModuleType("trace_selector.selector")
+    fake_mod.Selector = FakeSelector
+    monkeypatch.setitem(sys.modules, "trace_selector.selector", fake_mod)
+    import trace_selector.rollout.engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "make_engine", lambda spec: ScriptEngine())
+    FakeSelector.calls.clear()
+    res = evaluate(EvalConfig(pool=str(pool_file), methods=["trace", "solagg"], checkpoint="ckpt",
+                              out=str(tmp_path / "r.json"), budget_subsets=2, budget_llm=True))
+    assert res["methods"]["trace"]["em"] == pytest.approx(100 / 3, abs=1e-3)  # same picks as fewest_tools
+    assert FakeSelector.calls[0] == ("load", "ckpt")
+    # full pool, then subsets of size 1 (2 draws), 2 (2 draws), 3 (one draw): 9, 3, 3, 6, 6, 9 trajectories
+    assert [c[1] for c in FakeSelector.calls[1:]] == [9, 3, 3, 6, 6, 9]
+    solagg = res["methods"]["solagg"]
+    # q0 (Paris vs London) and q1 (Berlin vs Bonn) need a call; the script always says Paris.
+    assert solagg["tokens_out"] == 6 and solagg["parse_failures"] == 1 and solagg["em"] == pytest.approx(200 / 3, abs=1e-3)
+    assert set(res["budget_curve"]) == {"trace", "solagg", "oracle_pass_at_k"} and res["engine"] == {"model": "script"}

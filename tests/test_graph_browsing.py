@@ -1,0 +1,136 @@
+"""Browsing graph builder: hand-counted nodes and edges, canonical-URL documents, ablations."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trace_selector.graph import GraphOptions, build_graph, build_graphs
+from trace_selector.graph.browsing import is_evidence, page_url
+from trace_selector.graph.encoder import HashEncoder
+from trace_selector.graph.schema import BROWSING
+from trace_selector.records import Document, QuestionGroup, Step, Trajectory
+
+PAGE_X = "URL: https://wiki.org/X\nTitle: X\nL0: X was founded by Alice in 1901."
+FIND_X = "URL: https://wiki.org/X\n[1 lines matching 'founded']\nL0: X was founded by Alice in 1901."
+PAGE_Z = "URL: https://wiki.org/Z\nTitle: Z\nL0: Z is unrelated."
+
+
+def hit(rank, url, title="t"):
+    return Document(rank=rank, title=title, text="snippet", doc_id=url, url=url)
+
+
+def page(url, text):
+    return Document(rank=1, title="p", text=text, doc_id=url, url=url)
+
+
+def traj(sample, answer, steps):
+    return Trajectory("b1", "Who founded X?", sample, answer, steps, ["Alice"], style="browsing")
+
+
+def group() -> QuestionGroup:
+    trajs = [
+        traj(0, "Alice", [
+            Step("search", "X founder", documents=[hit(1, "https://Wiki.ORG/X#top"), hit(2, "https://wiki.org/Y")]),
+            Step("open", "https://wiki.org/X", PAGE_X, [page("https://wiki.org/X", PAGE_X)]),
+            Step("find", "founded", FIND_X),  # no documents: URL from the header
+            Step("open", "https://wiki.org/Missing", "Page not found: https://wiki.org/Missing"),
+        ]),
+        traj(1, "Bob", [
+            Step("search", "X history", documents=[hit(1, "https://wiki.org/Y"), hit(3, "HTTPS://WIKI.ORG/X")]),
+            Step("open", "https://wiki.org/%58", PAGE_X, [page("https://wiki.org/%58", PAGE_X)]),
+            Step("open", "https://wiki.org/Z", PAGE_Z),  # never listed: hangs off the latest subquery, rank_5
+        ]),
+        traj(2, "Alice", [Step("open", "https://wiki.org/Missing", "Page not found: https://wiki.org/Missing")]),
+        traj(3, "", [Step("search", "X", documents=[hit(1, "https://wiki.org/X")])]),
+    ]
+    return QuestionGroup("b1", trajs[0].question, ["Alice"], trajs)
+
+
+def edges(data, src, rel, dst):
+    return data[src, rel, dst].edge_index.tolist()
+
+
+def sizes(data):
+    return {t: data[t].x.shape[0] for t in BROWSING.node_types}
+
+
+def test_counts_by_hand():
+    data = build_graph(group(), HashEncoder(8))
+    assert sizes(data) == {"query": 1, "subquery": 2, "evidence": 4, "document": 2, "answer": 2}
+    assert edges(data, "query", "starts", "subquery") == [[0, 0], [0, 1]]
+    assert edges(data, "subquery", "next", "subquery") == [[], []]
+    # e0 open X, e1 find X (T0, listed at rank 1 by s0); e2 open X (T1, rank 3 in s1); e3 open Z (T1)
+    assert edges(data, "subquery", "rank_1", "evidence") == [[0, 0], [0, 1]]
+    assert edges(data, "subquery", "rank_3", "evidence") == [[1], [2]]
+    assert edges(data, "subquery", "rank_5", "evidence") == [[1], [3]]
+    assert edges(data, "evidence", "rev_rank_3", "subquery") == [[2], [1]]
+    assert edges(data, "evidence", "of", "document") == [[0, 1, 2, 3], [0, 0, 0, 1]]
+    assert edges(data, "document", "has", "evidence") == [[0, 0, 0, 1], [0, 1, 2, 3]]
+    assert data["document"].traj.tolist() == [-1, -1]
+    assert data["evidence"].traj.tolist() == [0, 0, 1, 1]
+    assert torch.count_nonzero(data["document"].x) == 0 and data["document"].x.shape[1] == 8
+    assert data["answer"].y.tolist() == [1.0, 0.0]
+    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(1), 0.5]] * 2))
+
+
+def test_drop_reasons():
+    _, report = build_graphs([group()], HashEncoder(4))
+    assert report.dropped == {"no_answer": 1, "no_search": 1}
+    assert report.retained == 2
+
+
+def test_no_cross_edges_copies_documents():
+    data = build_graph(group(), HashEncoder(8), GraphOptions(cross_edges=False))
+    assert data["document"].x.shape[0] == 3  # (T0, X), (T1, X), (T1, Z)
+    assert data["document"].traj.tolist() == [0, 1, 1]
+    assert edges(data, "evidence", "of", "document") == [[0, 1, 2, 3], [0, 0, 1, 2]]
+
+
+def test_merge_evidence():
+    data = build_graph(group(), HashEncoder(8), GraphOptions(merge_evidence=True))
+    # T0's and T1's open of X read the same text: one node shared by both trajectories
+    assert data["evidence"].x.shape[0] == 3
+    assert data["evidence"].traj.tolist() == [-1, 0, 1]
+    assert edges(data, "subquery", "rank_3", "evidence") == [[1], [0]]
+    assert edges(data, "evidence", "of", "document") == [[0, 1, 2], [0, 0, 1]]
+
+
+def test_merge_answers_keeps_distinct_answers():
+    data = build_graph(group(), HashEncoder(8), GraphOptions(merge_answers=True))
+    assert data["answer"].x.shape[0] == 2  # Alice and Bob differ
+    assert data["evidence"].traj.tolist() == [0, 0, 1, 1]
+
+
+def test_all_types_present_without_evidence():
+    g = QuestionGroup("b", "q?", [], [Trajectory("b", "q?", 0, "yes", [Step("search", "s", documents=[hit(1, "u")])],
+                                                  correct=True, style="browsing")])
+    data = build_graph(g, HashEncoder(4))
+    assert set(data.node_types) == set(BROWSING.node_types)
+    assert set(data.edge_types) == set(BROWSING.edge_types)
+    assert data["evidence"].x.shape == (0, 4) and data["document"].x.shape == (0, 4)
+    assert data["evidence", "of", "document"].edge_index.shape == (2, 0)
+    assert data["answer"].y.tolist() == [1.0]
+
+
+def test_batching_keeps_all_types():
+    from torch_geometric.loader import DataLoader
+
+    g = QuestionGroup("b", "q?", [], [Trajectory("b", "q?", 0, "yes", [Step("search", "s", documents=[hit(1, "u")])],
+                                                  style="browsing")])
+    graphs, _ = build_graphs([g, group()], HashEncoder(4))
+    batch = next(iter(DataLoader(graphs, batch_size=2)))
+    assert set(batch.edge_types) == set(BROWSING.edge_types)
+    assert batch["document"].x.shape == (2, 4)
+    assert batch["evidence", "of", "document"].edge_index.tolist() == [[0, 1, 2, 3], [0, 0, 0, 1]]
+
+
+def test_evidence_rules():
+    assert not is_evidence(Step("open", "u", "Page not found: u"))
+    assert not is_evidence(Step("find", "p", "No lines matching 'p' in u"))
+    assert not is_evidence(Step("search", "q", "result"))
+    assert is_evidence(Step("find", "p", FIND_X))
+    # a find without a recorded URL reads the current page
+    assert page_url(Step("find", "p", "L3: some line"), "https://wiki.org/x") == "https://wiki.org/x"
+    assert page_url(Step("open", "HTTP://A.org:80/b", "text"), None) == "http://a.org/b"

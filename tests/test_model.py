@@ -1,0 +1,191 @@
+"""SelectorNet, its layers and the QFormer on tiny hand-built graphs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch_geometric.data import Batch
+
+from model_graphs import toy_graph
+from trace_selector.errors import InputError
+from trace_selector.model import AnswerQFormer, ModelConfig, RelationalMeanConv, SelectorNet, TypeEncoder
+from trace_selector.model.qformer import group_softmax, match_pairs
+
+
+def net(**kw) -> SelectorNet:
+    torch.manual_seed(0)
+    return SelectorNet(ModelConfig(**{"embed_dim": 8, "hidden": 16, "layers": 2, "heads": 4, **kw})).eval()
+
+
+def test_scores_shape_and_scale_bound():
+    model = net()
+    g = toy_graph(0, k=3)
+    scores = model(g)
+    assert scores.shape == (3,)
+    assert torch.all(scores.abs() <= 10.0 + 1e-5)  # cosine in [-1, 1] times exp(eta) = 10 at init
+    assert math.isclose(float(model.scale.detach()), 10.0, rel_tol=1e-6)
+    with torch.no_grad():
+        model.eta.fill_(10.0)
+    assert float(model.scale.detach()) == 100.0
+
+
+def test_batched_scores_equal_single_graph_scores():
+    model = net()
+    graphs = [toy_graph(s, k=k) for s, k in [(0, 3), (1, 5), (2, 4), (3, 2)]]
+    single = torch.cat([model(g) for g in graphs])
+    batched = model(Batch.from_data_list(graphs))
+    assert batched.shape == single.shape
+    torch.testing.assert_close(batched, single, atol=1e-5, rtol=0)
+
+
+def test_candidate_without_readout_nodes_falls_back_to_its_own_state():
+    model = net()
+    g = toy_graph(0, k=3, empty_traj=1)
+    scores = model(g)
+    assert torch.isfinite(scores).all()
+    # Its score does not depend on any trajectory's evidence.
+    g2 = g.clone()
+    g2["chunk"].x = torch.randn_like(g2["chunk"].x)
+    g2["subquery"].x = torch.randn_like(g2["subquery"].x)
+    new = model(g2)
+    assert torch.allclose(new[1], scores[1], atol=1e-6)
+    assert not torch.allclose(new[0], scores[0], atol=1e-4)
+
+
+def test_no_gnn_output_is_independent_of_edges():
+    g = toy_graph(0, k=3)
+    cut = g.clone()
+    for et in cut.edge_types:
+        cut[et].edge_index = torch.zeros(2, 0, dtype=torch.long)
+    assert torch.allclose(net(layers=0)(g), net(layers=0)(cut))
+    assert not torch.allclose(net()(g), net()(cut), atol=1e-4)
+
+
+def test_no_cross_trajectory_ignores_same_across_edges():
+    g = toy_graph(0, k=3)
+    cut = g.clone()
+    cut["chunk", "same_across", "chunk"].edge_index = torch.zeros(2, 0, dtype=torch.long)
+    assert torch.allclose(net(cross_trajectory=False)(g), net(cross_trajectory=False)(cut))
+    assert not torch.allclose(net()(g), net()(cut), atol=1e-5)
+
+
+def test_fixed_query_readout_differs_and_ignores_candidate_state_in_attention():
+    g = toy_graph(0, k=3)
+    answer, fixed = net(), net(readout="fixed")
+    assert fixed.readout.query is not None and answer.readout.query is None
+    assert fixed(g).shape == (3,)
+    assert not torch.allclose(answer(g), fixed(g))
+
+
+def test_vote_projection_starts_at_zero():
+    model = net()
+    g = toy_graph(0, k=3)
+    g2 = g.clone()
+    g2["answer"].vote = g2["answer"].vote * 5
+    assert torch.allclose(model(g), model(g2))
+    assert torch.count_nonzero(model.vote.weight) == 0
+
+
+def test_reset_parameters_restores_initial_state():
+    model = net()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    model.reset_parameters()
+    after = model.state_dict()
+    assert torch.equal(after["eta"], before["eta"])
+    assert torch.equal(after["vote.weight"], before["vote.weight"])
+    # Random layers are re-drawn (not equal to the perturbed values) and LayerNorms are reset.
+    assert not torch.equal(after["q_proj.weight"], before["q_proj.weight"] + 1.0)
+    assert torch.equal(after["convs.0.norm.chunk.weight"], torch.ones(16))
+
+
+def test_gradients_reach_every_parameter():
+    model = net().train()
+    graphs = [toy_graph(s, k=3) for s in range(3)]
+    model(Batch.from_data_list(graphs)).sum().backward()
+    missing = {n for n, p in model.named_parameters() if p.grad is None}
+    # Only weights of relations with no edge in these graphs may lack a gradient; the zero-initialised
+    # vote projection is trainable.
+    unused = {f"convs.{i}.rel.{'__'.join(et)}.weight" for i in range(2) for et in graphs[0].edge_types
+              if graphs[0][et].edge_index.numel() == 0}
+    assert missing and missing <= unused
+    assert model.vote.weight.grad is not None
+
+
+def test_browsing_kind_has_learned_document_state():
+    model = SelectorNet(ModelConfig(kind="browsing", embed_dim=8, hidden=16, layers=1))
+    enc = model.encoder
+    assert isinstance(enc, TypeEncoder) and "document" in enc.learned and "document" not in enc.lins
+    out = enc({"document": torch.zeros(3, 8), "evidence": torch.randn(2, 8)})
+    assert out["document"].shape == (3, 16) and torch.equal(out["document"][0], out["document"][2])
+
+
+def test_relational_conv_updates_process_types_only():
+    conv = RelationalMeanConv(4, [("query", "starts", "subquery"), ("subquery", "next", "subquery")], ["subquery"])
+    x = {"query": torch.randn(1, 4), "subquery": torch.randn(3, 4)}
+    edges = {("query", "starts", "subquery"): torch.tensor([[0], [0]]), ("subquery", "next", "subquery"): torch.tensor([[0, 1], [1, 2]])}
+    out = conv(x, edges)
+    assert out["query"] is x["query"]
+    assert out["subquery"].shape == (3, 4)
+    # LayerNorm output: zero mean per row.
+    assert torch.allclose(out["subquery"].mean(-1), torch.zeros(3), atol=1e-5)
+
+
+def test_relational_conv_mean_matches_reference():
+    torch.manual_seed(0)
+    et = ("a", "r", "b")
+    conv = RelationalMeanConv(3, [et], ["b"]).eval()
+    x = {"a": torch.randn(4, 3), "b": torch.randn(2, 3)}
+    ei = torch.tensor([[0, 1, 2, 3], [0, 0, 0, 1]])
+    out = conv(x, {et: ei})["b"]
+    mean = torch.stack([x["a"][:3].mean(0), x["a"][3]])
+    ref = conv.norm["b"](x["b"] + torch.relu(conv.root["b"](x["b"]) + conv.rel["a__r__b"](mean)))
+    torch.testing.assert_close(out, ref)
+
+
+def test_match_pairs_and_group_softmax():
+    ci, mi = match_pairs(torch.tensor([3, -1, 5, 3]), torch.tensor([5, 3, 7, 3, -1]))
+    pairs = sorted(zip(ci.tolist(), mi.tolist()))
+    assert pairs == [(0, 1), (0, 3), (2, 0), (3, 1), (3, 3)]
+    logits = torch.tensor([[1.0], [2.0], [3.0]])
+    p = group_softmax(logits, torch.tensor([0, 0, 1]), 2)
+    torch.testing.assert_close(p[:2, 0], torch.softmax(torch.tensor([1.0, 2.0]), 0))
+    assert float(p[2, 0]) == 1.0
+
+
+def test_qformer_matches_dense_masked_attention():
+    torch.manual_seed(0)
+    q = AnswerQFormer(8, heads=2).eval()
+    cand, mem = torch.randn(2, 8), torch.randn(5, 8)
+    cg, mg = torch.tensor([0, 1]), torch.tensor([0, 1, 0, 1, 1])
+    out = q(cand, cg, mem, mg)
+    ref = []
+    for i in range(2):
+        m = mem[mg == cg[i]]
+        qi = q.q(cand[i : i + 1]).view(1, 2, 4).transpose(0, 1)
+        k = q.k(m).view(-1, 2, 4).transpose(0, 1)
+        v = q.v(m).view(-1, 2, 4).transpose(0, 1)
+        att = torch.softmax(qi @ k.transpose(1, 2) / 2.0, -1) @ v
+        z = q.norm1(cand[i] + q.o(att.transpose(0, 1).reshape(8)))
+        ref.append(q.norm2(z + q.ffn(z)))
+    torch.testing.assert_close(out, torch.stack(ref), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"kind": "nope"}, {"layers": -1}, {"hidden": 10, "heads": 4}, {"readout": "mean"}, {"dropout": 1.0}, {"init_scale": 200.0}],
+)
+def test_config_validation(bad):
+    with pytest.raises(ValueError):
+        ModelConfig(**bad)
+
+
+def test_config_from_json_strict_unknown_and_defaults_for_missing():
+    cfg = ModelConfig.from_json({"hidden": 32})
+    assert cfg.hidden == 32 and cfg.layers == 4
+    with pytest.raises(InputError, match="unknown model config key.*future_field"):
+        ModelConfig.from_json({"future_field": 1})

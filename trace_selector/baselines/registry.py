@@ -1,0 +1,71 @@
+"""Method names -> method objects, the one table `evaluate` and the benchmarks build from.
+
+Fast methods need nothing; LLM methods need a `Chat` over an engine (built once, lazily, by the
+caller); `trace` is provided by `trace_selector.evaluate` because it needs a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trace_selector.baselines.confidence import CONF_SCORES, ConfidenceConfig
+from trace_selector.baselines.heuristics import Oracle, ToolCount
+from trace_selector.baselines.llm import Chat
+from trace_selector.baselines.pick import Method
+from trace_selector.baselines.voting import Majority, Single, stated_confidence_vote, token_confidence_vote
+
+FAST_METHODS: tuple[str, ...] = (
+    "single", "majority", "weighted_stated", "weighted_token",
+    *(f"weighted_token_{s}" for s in CONF_SCORES),
+    "fewest_tools", "most_tools", "oracle",
+)
+"""Methods without a model. ``weighted_token`` uses `ConfidenceConfig.score`; ``weighted_token_<score>``
+fixes the score (mean, tail, bottom10, lowest) for the DeepConf variants side by side."""
+
+LLM_METHODS: tuple[str, ...] = ("solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks")
+"""Methods that call an LLM on the rollout engine."""
+
+MODEL_METHODS: tuple[str, ...] = ("trace",)
+"""Methods that need a trained selector checkpoint."""
+
+ALL_METHODS: tuple[str, ...] = FAST_METHODS + LLM_METHODS + MODEL_METHODS
+
+
+def build_fast(name: str, conf: ConfidenceConfig | None = None) -> Method:
+    """A method of `FAST_METHODS` by name."""
+    conf = conf or ConfidenceConfig()
+    simple: dict[str, Callable[[], Method]] = {
+        "single": Single,
+        "majority": Majority,
+        "weighted_stated": stated_confidence_vote,
+        "weighted_token": lambda: token_confidence_vote(conf),
+        "fewest_tools": lambda: ToolCount(fewest=True),
+        "most_tools": lambda: ToolCount(fewest=False),
+        "oracle": Oracle,
+    }
+    if name in simple:
+        return simple[name]()
+    if name.startswith("weighted_token_") and name.removeprefix("weighted_token_") in CONF_SCORES:
+        score = name.removeprefix("weighted_token_")
+        variant = ConfidenceConfig(score=score, window=conf.window, tail=conf.tail, bottom_fraction=conf.bottom_fraction)  # type: ignore[arg-type]
+        return token_confidence_vote(variant, name=name)
+    raise ValueError(f"unknown fast method {name!r}")
+
+
+def build_llm(name: str, chat: Chat) -> Method:
+    """A method of `LLM_METHODS` by name, on `chat`."""
+    from trace_selector.baselines.aggagent import AggAgent
+    from trace_selector.baselines.aggregators import SolAgg, SummAgg
+    from trace_selector.baselines.judge import Judge
+
+    builders: dict[str, Callable[[], Method]] = {
+        "solagg": lambda: SolAgg(chat),
+        "summagg": lambda: SummAgg(chat),
+        "aggagent": lambda: AggAgent(chat),
+        "judge_gs": lambda: Judge(chat, "global"),
+        "judge_fves": lambda: Judge(chat, "first_valid"),
+        "judge_tks": lambda: Judge(chat, "top_k"),
+    }
+    if name not in builders:
+        raise ValueError(f"unknown LLM method {name!r}")
+    return builders[name]()

@@ -1,0 +1,419 @@
+"""Evaluate answer-selection methods on one rollout pool: EM / F1 / throughput / tokens per method,
+a budget curve over subset sizes, a Markdown table, results.json, an optional plot and per-question
+JSONL.
+
+    trace-selector evaluate --pool pool.jsonl.gz --methods single,majority,weighted_token,solagg \\
+        --checkpoint checkpoints/wikileads --out runs/eval/results.json --plot runs/eval/budget.png
+
+Scoring: every method is scored on the same questions with the same `answers.normalize_answer`. EM
+and F1 are percentages over *all* questions of the pool; a question with no trajectory, or a method
+that picks nothing, scores 0. Without gold aliases (browsing pools that carry only `correct`), a
+selected trajectory scores its stored `correct` for both EM and F1. `single` is the expectation over
+a uniformly drawn trajectory. With ``k`` set, each question keeps its first k trajectories by
+sample_id (all of them if it has fewer).
+
+Budget curve: for k = 1, 2, 4, ... up to K (and K itself), EM is averaged over `budget_subsets`
+random size-k subsets of each question's trajectories, drawn once with `seed` and shared by all
+methods (k >= K has a single subset). The oracle line is the unbiased pass@k. LLM methods join the
+curve only with `budget_llm` (each subset is a full rerun).
+
+A method that cannot run (no log-probs, no stated confidence, no checkpoint, no LLM engine) appears
+in results.json as ``{"skipped": reason}``; it is never scored as wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_selector.answers import exact_match, f1_score, pass_at_k
+from trace_selector.atomic import atomic_write
+from trace_selector.baselines.confidence import ConfidenceConfig
+from trace_selector.baselines.heuristics import is_correct
+from trace_selector.baselines.llm import LLMConfig
+from trace_selector.baselines.pick import Method, Pick
+from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS
+from trace_selector.config import dump_config, from_dict, merge_overrides, to_dict
+from trace_selector.errors import InputError
+from trace_selector.records import Pool, QuestionGroup
+
+DEFAULT_METHODS: tuple[str, ...] = (
+    "single", "majority", "weighted_stated", "weighted_token", "fewest_tools", "most_tools", "trace",
+)
+
+
+@dataclass(slots=True)
+class EvalConfig:
+    """One evaluation run (defaults < YAML < command line; saved next to results.json)."""
+
+    pool: str = ""
+    """Rollout pool file (.jsonl, .jsonl.gz, .parquet)."""
+    methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
+    """Methods to run, in table order (see `baselines.registry.ALL_METHODS`)."""
+    out: str = "results.json"
+    """results.json path (the resolved config goes beside it as ``<stem>.config.yaml``)."""
+    checkpoint: str | None = None
+    """Selector checkpoint folder or Hub id for the ``trace`` method."""
+    k: int | None = None
+    """Trajectories per question to use (first k by sample_id); None = all."""
+    engine: str = "vllm"
+    """Engine spec for LLM methods (`rollout.engine.make_engine`): ``vllm``, ``vllm:<model>``, ``http://...``."""
+    plot: str | None = None
+    """Budget-curve PNG path (None: no plot)."""
+    per_question: str | None = None
+    """Per-question JSONL path (None: not written)."""
+    budget: bool = True
+    """Compute the budget curve."""
+    budget_subsets: int = 16
+    """Random subsets per question and subset size in the budget curve."""
+    budget_llm: bool = False
+    """Include LLM methods in the budget curve (one full rerun per subset and size)."""
+    seed: int = 0
+    """Seed of the budget-curve subsets."""
+    confidence: ConfidenceConfig = field(default_factory=ConfidenceConfig)
+    """DeepConf token-confidence settings (``weighted_token``)."""
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    """LLM aggregator and judge settings."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.methods, str):
+            self.methods = [m.strip() for m in self.methods.split(",") if m.strip()]
+        unknown = [m for m in self.methods if m not in ALL_METHODS]
+        if unknown:
+            raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(ALL_METHODS)}")
+        if not self.methods:
+            raise ValueError("no methods given")
+        if len(set(self.methods)) != len(self.methods):
+            raise ValueError("a method is listed twice")
+        if self.k is not None and self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.budget_subsets < 1:
+            raise ValueError(f"budget_subsets must be >= 1, got {self.budget_subsets}")
+
+
+def load_eval_config(path: str | Path | None, flags: dict[str, Any], overrides: Sequence[str] = ()) -> EvalConfig:
+    """Defaults < YAML at `path` < explicit command-line `flags` (None = not given) < ``key=value`` overrides."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: config file not found")
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise InputError(f"{path}: expected a mapping at the top level")
+        data = loaded
+    data.update({k: v for k, v in flags.items() if v is not None})
+    merge_overrides(data, list(overrides))
+    return from_dict(EvalConfig, data, str(path) if path else "evaluate")
+
+
+def restrict(groups: Sequence[QuestionGroup], k: int | None) -> list[QuestionGroup]:
+    """Each group with its trajectories sorted by sample_id, cut to the first k."""
+    out = []
+    for g in groups:
+        trajs = sorted(g.trajectories, key=lambda t: t.sample_id)
+        out.append(QuestionGroup(g.question_id, g.question, g.golden_answers, trajs[:k] if k else trajs))
+    return out
+
+
+def score_pick(group: QuestionGroup, pick: Pick) -> tuple[float, float]:
+    """(EM, F1) in [0, 1] of one pick (expectations for `Pick.weights`)."""
+    by_id = {t.sample_id: t for t in group.trajectories}
+    if pick.weights is not None:
+        em = f1 = 0.0
+        for sid, w in pick.weights.items():
+            e, f = score_pick(group, Pick(group.question_id, sid, by_id[sid].answer))
+            em += w * e
+            f1 += w * f
+        return em, f1
+    if pick.sample_id is None and not pick.answer:
+        return 0.0, 0.0
+    if group.golden_answers:
+        return exact_match(pick.answer, group.golden_answers), f1_score(pick.answer, group.golden_answers)
+    traj = by_id.get(pick.sample_id) if pick.sample_id is not None else None
+    ok = float(traj is not None and is_correct(group, traj))
+    return ok, ok
+
+
+class TraceMethod:
+    """The TRACE selector as a method: `Selector.from_pretrained(checkpoint).select(pool)`."""
+
+    name = "trace"
+
+    def __init__(self, checkpoint: str | None, pool: Pool):
+        self.checkpoint = checkpoint
+        self.meta = pool.meta
+        self.selector: Any = None
+        self.reason: str | None = None
+        self.load_seconds = 0.0
+        if checkpoint is None:
+            self.reason = "no --checkpoint given"
+            return
+        try:
+            from trace_selector.selector import Selector
+        except ImportError as err:
+            self.reason = f"selector unavailable ({err})"
+            return
+        t0 = time.perf_counter()
+        self.selector = Selector.from_pretrained(checkpoint)
+        self.load_seconds = time.perf_counter() - t0
+
+    def check(self, groups: Sequence[QuestionGroup]) -> str | None:
+        return self.reason
+
+    def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
+        selections = self.selector.select(Pool(groups=list(groups), meta=self.meta))
+        by_q = {s.question_id: s for s in selections}
+        picks = []
+        for g in groups:
+            s = by_q.get(g.question_id)
+            if s is None or s.sample_id is None:
+                picks.append(Pick(g.question_id, None, "", fallback="selector returned no selection"))
+            else:
+                scores = {int(k): float(v) for k, v in dict(s.scores or {}).items()}
+                picks.append(Pick(g.question_id, int(s.sample_id), s.answer, scores=scores))
+        return picks
+
+
+@dataclass(slots=True)
+class MethodRun:
+    """A method's picks on the full pool and what they took."""
+
+    picks: list[Pick]
+    seconds: float
+
+
+def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[str, str], Any]:
+    """Methods by name, skip reasons of those that cannot even be built, and the engine (or None)."""
+    from trace_selector.baselines.registry import build_fast, build_llm
+
+    methods: dict[str, Method] = {}
+    skipped: dict[str, str] = {}
+    engine = None
+    wanted_llm = [m for m in cfg.methods if m in LLM_METHODS]
+    if wanted_llm:
+        from trace_selector.baselines.llm import Chat
+
+        try:
+            from trace_selector.rollout.engine import make_engine
+
+            engine = make_engine(cfg.engine)
+        except (ImportError, InputError) as err:
+            for m in wanted_llm:
+                skipped[m] = f"no LLM engine ({err})"
+        else:
+            chat = Chat(engine, cfg.llm)
+            methods.update({m: build_llm(m, chat) for m in wanted_llm})
+    for m in cfg.methods:
+        if m in FAST_METHODS:
+            methods[m] = build_fast(m, cfg.confidence)
+        elif m == "trace":
+            methods[m] = TraceMethod(cfg.checkpoint, pool)
+    return methods, skipped, engine
+
+
+def subset_sizes(max_k: int) -> list[int]:
+    """1, 2, 4, ... below max_k, then max_k."""
+    ks, k = [], 1
+    while k < max_k:
+        ks.append(k)
+        k *= 2
+    return ks + [max_k] if max_k >= 1 else []
+
+
+def draw_subsets(groups: Sequence[QuestionGroup], k: int, n: int, rng: random.Random) -> list[list[QuestionGroup]]:
+    """`n` sets of size-k subsets (one per question, sample_id order kept); one set when k >= K."""
+    if k >= max((len(g.trajectories) for g in groups), default=0):
+        n = 1
+    sets = []
+    for _ in range(n):
+        sets.append([
+            QuestionGroup(g.question_id, g.question, g.golden_answers,
+                          sorted(rng.sample(g.trajectories, min(k, len(g.trajectories))), key=lambda t: t.sample_id))
+            for g in groups
+        ])
+    return sets
+
+
+def oracle_at(groups: Sequence[QuestionGroup], k: int) -> float:
+    """Mean unbiased pass@k over questions, in percent (an empty question scores 0)."""
+    total = 0.0
+    for g in groups:
+        n = len(g.trajectories)
+        if n:
+            c = sum(1 for t in g.trajectories if is_correct(g, t))
+            total += pass_at_k(n, c, min(k, n))
+    return 100.0 * total / max(1, len(groups))
+
+
+def budget_curve(methods: dict[str, Method], groups: Sequence[QuestionGroup], n_subsets: int, seed: int) -> dict[str, dict[str, float]]:
+    """EM (percent) per method and subset size, plus ``oracle_pass_at_k``."""
+    from tqdm import tqdm
+
+    max_k = max((len(g.trajectories) for g in groups), default=0)
+    rng = random.Random(seed)
+    curve: dict[str, dict[str, float]] = {name: {} for name in methods}
+    curve["oracle_pass_at_k"] = {}
+    for k in tqdm(subset_sizes(max_k), desc="budget curve", unit="k", leave=False):
+        sets = draw_subsets(groups, k, n_subsets, rng)
+        for name, method in methods.items():
+            ems = []
+            for subset in sets:
+                picks = method.select(subset)
+                ems.append(sum(score_pick(g, p)[0] for g, p in zip(subset, picks)) / max(1, len(subset)))
+            curve[name][str(k)] = round(100.0 * sum(ems) / len(ems), 4)
+        curve["oracle_pass_at_k"][str(k)] = round(oracle_at(groups, k), 4)
+    return curve
+
+
+def summarize(name: str, run: MethodRun, groups: Sequence[QuestionGroup]) -> dict[str, Any]:
+    """The results.json entry of one method."""
+    scores = [score_pick(g, p) for g, p in zip(groups, run.picks)]
+    n = max(1, len(groups))
+    entry: dict[str, Any] = {
+        "em": round(100.0 * sum(s[0] for s in scores) / n, 4),
+        "f1": round(100.0 * sum(s[1] for s in scores) / n, 4),
+        "seconds": round(run.seconds, 4),
+        "questions_per_s": round(len(groups) / run.seconds, 3) if run.seconds > 0 else None,
+        "tokens_in": sum(p.tokens_in for p in run.picks),
+        "tokens_out": sum(p.tokens_out for p in run.picks),
+        "parse_failures": sum(p.parse_failures for p in run.picks),
+        "fallbacks": sum(1 for p in run.picks if p.fallback),
+    }
+    report = sum(p.extra.get("report_tokens", 0) for p in run.picks)
+    traj = sum(p.extra.get("trajectory_tokens", 0) for p in run.picks)
+    if traj:
+        entry["report_tokens"] = report
+        entry["trajectory_tokens"] = traj
+        entry["compression_ratio"] = round(report / traj, 4)
+    return entry
+
+
+def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
+    """Run every method of `cfg` on the pool and write the outputs; returns the results dict."""
+    from trace_selector.records import read_pool
+
+    if pool is None:
+        if not cfg.pool:
+            raise InputError("evaluate: no pool given")
+        pool = read_pool(cfg.pool)
+    groups = restrict(pool.groups, cfg.k)
+    k = cfg.k or max((len(g.trajectories) for g in groups), default=0)
+    methods, skipped, engine = build_methods(cfg, pool)
+    runs: dict[str, MethodRun] = {}
+    try:
+        for name in cfg.methods:
+            if name in skipped:
+                continue
+            reason = methods[name].check(groups)
+            if reason:
+                skipped[name] = reason
+                continue
+            t0 = time.perf_counter()
+            picks = methods[name].select(groups)
+            runs[name] = MethodRun(picks, time.perf_counter() - t0)
+        curve: dict[str, dict[str, float]] = {}
+        if cfg.budget and groups:
+            curve_methods = {n: methods[n] for n in runs if cfg.budget_llm or n not in LLM_METHODS}
+            curve = budget_curve(curve_methods, groups, cfg.budget_subsets, cfg.seed)
+    finally:
+        if engine is not None:
+            engine.close()
+
+    results: dict[str, Any] = {
+        "pool": str(pool.path or cfg.pool),
+        "n_questions": len(groups),
+        "k": k,
+        "oracle_pass_at_k": round(oracle_at(groups, k), 4) if k else 0.0,
+        "methods": {},
+        "budget_curve": curve,
+        "budget": {"sizes": subset_sizes(k), "subsets": cfg.budget_subsets, "seed": cfg.seed, "llm": cfg.budget_llm},
+        "settings": to_dict(cfg),
+    }
+    for name in cfg.methods:
+        results["methods"][name] = {"skipped": skipped[name]} if name in skipped else summarize(name, runs[name], groups)
+    if isinstance(methods.get("trace"), TraceMethod) and "trace" in runs:
+        results["methods"]["trace"]["load_seconds"] = round(methods["trace"].load_seconds, 3)  # type: ignore[attr-defined]
+    if engine is not None and hasattr(engine, "info"):
+        results["engine"] = engine.info()
+
+    write_outputs(cfg, results, groups, runs)
+    return results
+
+
+def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup], runs: dict[str, MethodRun]) -> None:
+    """results.json, its resolved config, and the optional per-question JSONL and plot (all atomic)."""
+    out = Path(cfg.out)
+    with atomic_write(out) as fh:
+        json.dump(results, fh, indent=2, default=str)
+        fh.write("\n")
+    dump_config(cfg, out.with_name(out.stem + ".config.yaml"))
+    if cfg.per_question:
+        with atomic_write(cfg.per_question) as fh:
+            for gi, g in enumerate(groups):
+                row: dict[str, Any] = {"question_id": g.question_id, "question": g.question, "gold": g.golden_answers,
+                                       "k": len(g.trajectories), "methods": {}}
+                for name, run in runs.items():
+                    p = run.picks[gi]
+                    em, f1 = score_pick(g, p)
+                    row["methods"][name] = {"sample_id": p.sample_id, "answer": p.answer, "em": em, "f1": f1,
+                                            "correct": em == 1.0, "fallback": p.fallback}
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if cfg.plot and results["budget_curve"]:
+        plot_budget(results["budget_curve"], cfg.plot, title=Path(results["pool"]).name)
+
+
+def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str = "") -> None:
+    """One line per method (EM vs k, log2 x axis) and a dashed oracle pass@k line, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, points in curve.items():
+        ks = sorted(points, key=int)
+        oracle = name == "oracle_pass_at_k"
+        ax.plot([int(k) for k in ks], [points[k] for k in ks], marker="o", ms=3,
+                ls="--" if oracle else "-", color="black" if oracle else None, label="oracle pass@k" if oracle else name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("trajectories per question (k)")
+    ax.set_ylabel("EM (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
+    plt.close(fig)
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """Markdown table: method, EM, F1, questions/s, tokens in/out, notes."""
+    lines = [
+        f"pool {results['pool']}: {results['n_questions']} questions, k={results['k']}, "
+        f"oracle pass@k {results['oracle_pass_at_k']:.1f}%",
+        "",
+        "| method | EM | F1 | questions/s | tokens in | tokens out | notes |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, r in results["methods"].items():
+        if "skipped" in r:
+            lines.append(f"| {name} | - | - | - | - | - | skipped: {r['skipped']} |")
+            continue
+        notes = []
+        if r["parse_failures"]:
+            notes.append(f"{r['parse_failures']} parse failures")
+        if r["fallbacks"]:
+            notes.append(f"{r['fallbacks']} fallbacks")
+        if "compression_ratio" in r:
+            notes.append(f"compression {r['compression_ratio']:.3f}")
+        qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
+        lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} | {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""Query-evidence graphs of rollout pools (DESIGN §Graph): one ``HeteroData`` per question.
+
+    from trace_selector.graph import GraphOptions, build_graphs
+    from trace_selector.graph.encoder import TextEncoder
+
+    enc = TextEncoder(cache_dir=paths.embeddings_dir())
+    graphs, report = build_graphs(pool, enc, GraphOptions())     # all texts encoded in one call
+    print(report.to_text())
+
+Node and edge types, and the per-graph tensors, are fixed by `graph/schema.py`; the builders are in
+`webqa.py` and `browsing.py`, the shared rules in `plan.py`, the on-disk graph cache in `dataset.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+
+from trace_selector.graph.encoder import Encoder
+from trace_selector.graph.plan import DropReport, GraphOptions, GraphPlan, materialize
+from trace_selector.records import Pool, QuestionGroup
+
+
+def _planner(kind: str) -> Callable[[QuestionGroup, GraphOptions, DropReport | None], GraphPlan]:
+    if kind == "browsing":
+        from trace_selector.graph.browsing import plan_browsing
+
+        return plan_browsing
+    from trace_selector.graph.webqa import plan_webqa
+
+    return plan_webqa
+
+
+def plan_graph(group: QuestionGroup, options: GraphOptions, report: DropReport | None = None) -> GraphPlan:
+    """Nodes, edges and texts of `group`'s graph (no embeddings); `InputError` if nothing is kept."""
+    return _planner(options.resolve_kind(group))(group, options, report)
+
+
+def _embed(plans: list[GraphPlan], encoder: Encoder) -> tuple[dict[str, int], torch.Tensor]:
+    rows: dict[str, int] = {}
+    for plan in plans:
+        for text in plan.all_texts():
+            rows.setdefault(text, len(rows))
+    return rows, encoder.encode(list(rows))
+
+
+def build_graph(group: QuestionGroup, encoder: Encoder, options: GraphOptions | None = None):
+    """``HeteroData`` of one question; raises `InputError` if no trajectory has an answer and a
+    search result (`build_graphs` skips and counts such questions instead)."""
+    plan = plan_graph(group, options or GraphOptions())
+    rows, table = _embed([plan], encoder)
+    return materialize(plan, rows, table)
+
+
+def build_graphs(
+    pool: Pool | Iterable[QuestionGroup], encoder: Encoder, options: GraphOptions | None = None
+) -> tuple[list, DropReport]:
+    """Graphs of every question with a retained trajectory, in pool order, and what was dropped.
+
+    Texts of all questions go through `encoder` in one call, so the encoder batches across graphs
+    and encodes each distinct text once.
+    """
+    from trace_selector.errors import InputError
+
+    options = options or GraphOptions()
+    groups = pool.groups if isinstance(pool, Pool) else list(pool)
+    report = DropReport()
+    plans: list[GraphPlan] = []
+    for group in groups:
+        report.questions += 1
+        report.trajectories += len(group.trajectories)
+        try:
+            plan = plan_graph(group, options, report)
+        except InputError:
+            report.empty_questions.append(group.question_id)
+            continue
+        plans.append(plan)
+        report.graphs += 1
+        report.retained += plan.kept
+    rows, table = _embed(plans, encoder)
+    return [materialize(p, rows, table) for p in plans], report
+
+
+__all__ = ["DropReport", "GraphOptions", "build_graph", "build_graphs", "plan_graph"]

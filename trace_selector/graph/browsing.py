@@ -1,0 +1,157 @@
+"""Browsing-style graph of one question (DESIGN §Graph): query, subqueries, evidence, documents, answers.
+
+Nodes (schema `BROWSING`):
+- ``query``: the question (traj -1);
+- ``subquery``: one per search step that returned at least one result;
+- ``evidence``: one per successful open or find, embedded from the observation text (never merged);
+- ``document``: one per page (canonical URL) that some evidence came from, shared by all
+  trajectories (traj -1) so that evidence -of-> document -has-> evidence is the cross-trajectory
+  path; x is zeros and the model gives it a learned state. Without cross edges every trajectory
+  gets its own copy (traj = that trajectory);
+- ``answer``: one per retained trajectory, as in the WebQA graph.
+
+Relations: starts / next as in WebQA; subquery -rank_r-> evidence from the latest earlier search of
+the trajectory that listed the page at rank r (pages the agent reached otherwise hang off the
+trajectory's latest subquery with the lowest-rank relation, rank_5), and the reverse; evidence
+-of-> document and document -has-> evidence.
+
+Which steps count: an open or find succeeds when it has an observation that is not a tool error
+("Page not found", "No lines matching", ...). A find reads the page opened last in its trajectory
+unless its record names a URL.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from trace_selector.graph.plan import (
+    DropReport,
+    GraphOptions,
+    GraphPlan,
+    add_candidates,
+    check_kept,
+    drop_reason,
+)
+from trace_selector.graph.schema import BROWSING, MAX_RANK
+from trace_selector.graph.webqa import rank_of
+from trace_selector.records import QuestionGroup, Step, Trajectory
+from trace_selector.search.urls import canonical_url
+
+# Observations of failed tool calls, as written by search/pages.py and rollout/browser_agent.py and
+# by common browsing harnesses ("Error: ...", "Invalid ...").
+_FAILED = re.compile(
+    r"^\s*(page not found|no lines? (matching|of)|empty pattern|no page is open|no results|not found|"
+    r"error|invalid|could not|failed)",
+    re.IGNORECASE,
+)
+_URL_HEADER = re.compile(r"^\s*URL:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
+
+
+def observation(step: Step) -> str:
+    """What the tool returned: the recorded observation, else the structured documents' text."""
+    if step.search_result.strip():
+        return step.search_result
+    return "\n".join(d.text for d in step.documents)
+
+
+def is_evidence(step: Step) -> bool:
+    """An open or find that returned page content."""
+    if step.action not in ("open", "find"):
+        return False
+    text = observation(step)
+    return bool(text.strip()) and not _FAILED.match(text)
+
+
+def is_search(step: Step) -> bool:
+    return step.action == "search" and bool(step.documents)
+
+
+def page_url(step: Step, current: str | None) -> str | None:
+    """Canonical URL of the page an evidence step read, or None if unknown."""
+    for doc in step.documents:
+        if doc.url or doc.doc_id:
+            return canonical_url(doc.url or doc.doc_id)
+    m = _URL_HEADER.search(step.search_result[:500])
+    if m:
+        return canonical_url(m.group(1))
+    if step.action == "open" and step.content.strip():
+        return canonical_url(step.content)
+    return current
+
+
+def keep(group: QuestionGroup, report: DropReport) -> list[Trajectory]:
+    """Trajectories with an answer and at least one successful search, open or find."""
+    kept = []
+    for traj in group.trajectories:
+        found = any(is_search(s) or is_evidence(s) for s in traj.steps)
+        reason = drop_reason(traj, found)
+        if reason is None:
+            kept.append(traj)
+        else:
+            report.dropped[reason] = report.dropped.get(reason, 0) + 1
+    return kept
+
+
+def _norm(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def plan_browsing(group: QuestionGroup, options: GraphOptions, report: DropReport | None = None) -> GraphPlan:
+    """Plan the browsing graph of `group`; raises `InputError` if no trajectory is retained."""
+    kept = keep(group, report if report is not None else DropReport())
+    check_kept(group, kept)
+    plan = GraphPlan(BROWSING, group.question_id, options.max_text_chars)
+    q = plan.add_node("query", group.question, -1)
+    documents: dict[object, int] = {}
+    merged: dict[object, int] = {}
+    for t, traj in enumerate(kept):
+        prev = None
+        listed: dict[str, tuple[int, int]] = {}  # page -> (subquery, rank) of the latest search listing it
+        current: str | None = None
+        for step in traj.steps:
+            if is_search(step):
+                s = plan.add_node("subquery", step.content, t)
+                if prev is None:
+                    plan.add_edge(("query", "starts", "subquery"), q, s)
+                else:
+                    plan.add_edge(("subquery", "next", "subquery"), prev, s)
+                prev = s
+                for pos, doc in enumerate(step.documents):
+                    if doc.url or doc.doc_id:
+                        listed[canonical_url(doc.url or doc.doc_id)] = (s, rank_of(doc, pos))
+                continue
+            if not is_evidence(step):
+                continue
+            url = page_url(step, current)
+            if step.action == "open":
+                current = url
+            text = observation(step)
+            new = True
+            if options.merge_evidence:
+                slot = (url, _norm(text)) if options.cross_edges else (t, url, _norm(text))
+                e = merged.get(slot)
+                if e is None:
+                    e = merged[slot] = plan.add_node("evidence", text, t)
+                else:
+                    new = False  # its document link exists already: same URL, same document
+                    if plan.traj["evidence"][e] != t:
+                        plan.traj["evidence"][e] = -1
+            else:
+                e = plan.add_node("evidence", text, t)
+            src = listed.get(url) if url is not None else None
+            if src is None and prev is not None:
+                src = (prev, MAX_RANK)
+            if src is not None:
+                plan.add_edge(("subquery", f"rank_{src[1]}", "evidence"), src[0], e)
+                plan.add_edge(("evidence", f"rev_rank_{src[1]}", "subquery"), e, src[0])
+            if url is not None and new:
+                key = url if options.cross_edges else (t, url)
+                d = documents.get(key)
+                if d is None:
+                    d = documents[key] = plan.add_node("document", None, -1 if options.cross_edges else t)
+                plan.add_edge(("evidence", "of", "document"), e, d)
+                plan.add_edge(("document", "has", "evidence"), d, e)
+    add_candidates(plan, group, kept, options.merge_answers)
+    return plan
+

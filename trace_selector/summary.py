@@ -1,0 +1,155 @@
+"""What is in a rollout pool: sizes, answer coverage, steps, and how good voting and the oracle are.
+
+`trace-selector validate POOL` reads the pool with every check of `trace_selector.records` and prints
+`PoolSummary.to_text()` (or ``--json``). Accuracy figures use `trace_selector.answers` exact match
+against the gold aliases; a question without gold is scored from the stored ``correct`` flags instead
+(browsing pools), and a question with neither is left out of the accuracy figures.
+
+- single rollout: mean over questions of the fraction of its trajectories that are correct;
+- majority: the most frequent normalised non-empty answer (ties go to the answer seen first in the
+  file, empty answers do not vote; a question without any answer counts as wrong);
+- oracle: some trajectory of the question is correct (pass@K);
+- mixed: some but not all of the question's trajectories are correct, the questions where selection
+  matters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from statistics import mean
+from typing import Any
+
+from trace_selector.answers import exact_match, normalize_answer
+from trace_selector.records import ACTIONS, Pool, PoolMeta, QuestionGroup, Trajectory
+from trace_selector.recordfile import pool_format
+
+
+@dataclass(slots=True)
+class PoolSummary:
+    """Figures of one pool; `to_text` for people, `to_json` for scripts."""
+
+    path: str
+    """The pool file."""
+    format: str
+    """"jsonl", "jsonl.gz" or "parquet"."""
+    style: str
+    """"webqa" or "browsing"."""
+    questions: int
+    """Number of questions."""
+    trajectories: int
+    """Number of trajectories."""
+    per_question: tuple[int, float, int]
+    """Trajectories per question: min, mean, max."""
+    answer_coverage: float
+    """Fraction of trajectories with a non-empty answer."""
+    questions_with_gold: int
+    """Questions that carry at least one gold alias."""
+    steps: tuple[int, float, int]
+    """Steps (tool calls) per trajectory: min, mean, max."""
+    actions: dict[str, int]
+    """Number of steps of each action."""
+    scored_questions: int
+    """Questions whose every trajectory could be scored (gold, else stored `correct`)."""
+    single: float | None
+    """Mean accuracy of one rollout; None when no question could be scored."""
+    majority: float | None
+    """Accuracy of majority voting over normalised answers."""
+    oracle: float | None
+    """Fraction of questions with at least one correct trajectory (pass@K)."""
+    mixed: float | None
+    """Fraction of scored questions with some but not all trajectories correct."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Non-empty fields of the pool's sidecar metadata."""
+
+    def to_json(self) -> str:
+        """All fields as a JSON object."""
+        return json.dumps(asdict(self), ensure_ascii=False, indent=2)
+
+    def to_text(self) -> str:
+        """A few aligned lines for a terminal."""
+        lo, avg, hi = self.per_question
+        slo, savg, shi = self.steps
+        acts = ", ".join(f"{a} {n}" for a, n in self.actions.items())
+        lines = [
+            f"pool             {self.path} ({self.format}, {self.style} style)",
+            f"questions        {self.questions} ({self.questions_with_gold} with gold answers)",
+            f"trajectories     {self.trajectories} (per question min {lo} / mean {avg:.2f} / max {hi})",
+            f"answer coverage  {self.answer_coverage:.1%} of trajectories have a non-empty answer",
+            f"steps            per trajectory min {slo} / mean {savg:.2f} / max {shi} ({acts})",
+        ]
+        if self.scored_questions:
+            lines.append(
+                f"accuracy (EM)    single rollout {self.single:.3f}, majority {self.majority:.3f}, "
+                f"oracle {self.oracle:.3f} over {self.scored_questions} questions"
+            )
+            lines.append(f"mixed questions  {self.mixed:.1%} (some but not all trajectories correct)")
+        else:
+            lines.append("accuracy (EM)    n/a (no question has gold answers or stored correctness)")
+        if self.meta:
+            lines.append("metadata         " + ", ".join(f"{k}={v}" for k, v in self.meta.items()))
+        return "\n".join(lines)
+
+
+def _correct(t: Trajectory, golden: list[str]) -> float | None:
+    if golden:
+        return exact_match(t.answer, golden)
+    return None if t.correct is None else float(t.correct)
+
+
+def majority_answer(trajectories: list[Trajectory]) -> Trajectory | None:
+    """First trajectory carrying the most frequent normalised non-empty answer (ties: first seen)."""
+    keys = [normalize_answer(t.answer) for t in trajectories]
+    counts = Counter(k for k in keys if k)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(t for t, k in zip(trajectories, keys) if k and counts[k] == best)
+
+
+def _score(group: QuestionGroup) -> tuple[float, float, float, bool] | None:
+    """(single, majority, oracle, mixed) of one question, or None if some trajectory is unscorable."""
+    marks = [_correct(t, group.golden_answers) for t in group.trajectories]
+    if any(m is None for m in marks):
+        return None
+    winner = majority_answer(group.trajectories)
+    vote = 0.0 if winner is None else marks[group.trajectories.index(winner)]
+    hits = sum(marks)
+    return hits / len(marks), vote, float(hits > 0), 0 < hits < len(marks)
+
+
+def _spread(values: list[int]) -> tuple[int, float, int]:
+    return min(values), float(mean(values)), max(values)
+
+
+def summarize(pool: Pool) -> PoolSummary:
+    """Summarise a pool already read (and checked) by `read_pool`."""
+    trajectories = list(pool.trajectories())
+    scores = [s for s in map(_score, pool.groups) if s is not None]
+    actions = Counter(step.action for t in trajectories for step in t.steps)
+
+    def avg(i: int) -> float | None:
+        return float(mean(s[i] for s in scores)) if scores else None
+
+    empty = PoolMeta()
+    meta = {f.name: getattr(pool.meta, f.name) for f in fields(PoolMeta)}
+    meta = {k: v for k, v in meta.items() if v != getattr(empty, k)}
+    return PoolSummary(
+        path=str(pool.path),
+        format=pool_format(pool.path) if pool.path else "",
+        style=trajectories[0].style,
+        questions=len(pool.groups),
+        trajectories=len(trajectories),
+        per_question=_spread([len(g.trajectories) for g in pool.groups]),
+        answer_coverage=sum(bool(t.answer.strip()) for t in trajectories) / len(trajectories),
+        questions_with_gold=sum(bool(g.golden_answers) for g in pool.groups),
+        steps=_spread([len(t.steps) for t in trajectories]),
+        actions={a: actions[a] for a in ACTIONS},
+        scored_questions=len(scores),
+        single=avg(0),
+        majority=avg(1),
+        oracle=avg(2),
+        mixed=avg(3),
+        meta=meta,
+    )

@@ -1,0 +1,400 @@
+"""Training with Lightning: a LightningModule around the pure `SelectorNet`, a DataModule that turns
+pools into graphs, and `train()` which runs a whole experiment into one run folder.
+
+    trace-selector train --config training/wikileads.yaml data.train_pool=data/pools/train.jsonl.gz
+    trace-selector train --config training/synthetic.yaml optim.epochs=30 --resume
+
+Run folder ``<out_dir>/<name>/``: ``config.yaml`` (resolved config, seed included),
+``checkpoints/best.ckpt`` (best validation selection accuracy) and ``checkpoints/last.ckpt`` (for
+``--resume``), ``logs/`` (CSV, always; W&B too when ``trainer.wandb=true``), and ``selector/``: the
+best weights in Hub format (see hub.py), ready for `Selector.from_pretrained`.
+
+Training uses only questions whose candidates mix correct and incorrect answers (the others carry no
+selection signal); validation is every held-out question, scored by whether the argmax candidate is
+correct. The train/validation split is by a hash of the normalised question text, so it is stable
+across runs, pools and K.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from trace_selector.answers import normalize_answer
+from trace_selector.config import dump_config, from_dict, load_config, to_dict
+from trace_selector.errors import InputError
+from trace_selector.model import LossConfig, ModelConfig, SelectorNet, selection_loss
+from trace_selector.records import Pool, QuestionGroup
+from trace_selector.synthetic import SyntheticConfig
+
+
+@dataclass
+class DataConfig:
+    """Where the training questions come from and how they are batched."""
+
+    source: str = "pool"
+    """"pool" (read `train_pool`) or "synthetic" (generate from `synthetic`)."""
+    train_pool: str | None = None
+    """Training pool file (JSONL, JSONL.gz or Parquet)."""
+    val_pool: str | None = None
+    """Validation pool; None splits the training pool by question hash."""
+    val_fraction: float = 0.1
+    """Share of questions held out for validation when there is no `val_pool`."""
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    """Generator settings when source = "synthetic"."""
+    batch_size: int = 16
+    """Questions (graphs) per batch."""
+    num_workers: int = 0
+    """DataLoader worker processes (graphs are in memory; 0 is usually fastest)."""
+    embed_cache: str | None = None
+    """Embedding cache root (None: the package cache, $TRACE_SELECTOR_HOME/embeddings)."""
+    graph_cache: str | None = None
+    """Folder for built graphs, so repeated runs skip graph building (None: no graph cache)."""
+
+    def __post_init__(self) -> None:
+        if self.source not in ("pool", "synthetic"):
+            raise ValueError(f"data.source must be 'pool' or 'synthetic', got {self.source!r}")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"data.val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.batch_size < 1 or self.num_workers < 0:
+            raise ValueError("data.batch_size must be >= 1 and data.num_workers >= 0")
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the length of training."""
+
+    lr: float = 1e-3
+    """Learning rate."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    epochs: int = 30
+    """Maximum epochs."""
+    max_steps: int = -1
+    """Stop after this many optimizer steps (-1: no limit)."""
+    grad_clip: float = 1.0
+    """Gradient-norm clipping (0: off)."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("optim.lr must be > 0, weight_decay and grad_clip >= 0")
+        if self.epochs < 1 or (self.max_steps < 1 and self.max_steps != -1):
+            raise ValueError("optim.epochs must be >= 1 and max_steps >= 1 or -1")
+
+
+@dataclass
+class TrainerConfig:
+    """Lightning Trainer settings (hardware, distribution, logging)."""
+
+    accelerator: str = "auto"
+    """"cpu", "gpu" or "auto"."""
+    devices: Any = 1
+    """Devices per node (int, list or "auto")."""
+    strategy: str = "auto"
+    """"auto", "ddp", "ddp_spawn", ..."""
+    num_nodes: int = 1
+    """Machines (DDP across nodes)."""
+    precision: str = "32-true"
+    """Lightning precision string ("bf16-mixed" on GPUs that support it)."""
+    progress_bar: bool = True
+    """Show the progress bar."""
+    log_every: int = 10
+    """Log training metrics every N steps."""
+    wandb: bool = False
+    """Also log to Weights & Biases."""
+    wandb_project: str = "trace-selector"
+    """W&B project name."""
+    wandb_offline: bool = False
+    """Write W&B runs locally only (sync later with `wandb sync`)."""
+
+    def __post_init__(self) -> None:
+        if self.num_nodes < 1 or self.log_every < 1:
+            raise ValueError("trainer.num_nodes and trainer.log_every must be >= 1")
+
+
+@dataclass
+class TrainConfig:
+    """One training experiment (training/<setting>.yaml)."""
+
+    setting: str = "wikileads"
+    """Search setting the pools come from (recorded in the model card)."""
+    name: str | None = None
+    """Run folder name under `out_dir` (default: the setting)."""
+    out_dir: str = "runs"
+    """Root of run folders."""
+    seed: int = 0
+    """Seed for weights, shuffling and dropout."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Architecture and graph options."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Pools and batching."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimizer and schedule."""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """Loss-term weights."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """Lightning Trainer settings."""
+
+    def __post_init__(self) -> None:
+        if self.data.source == "pool" and not self.data.train_pool:
+            raise ValueError("data.train_pool is required when data.source is 'pool'")
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir) / (self.name or self.setting)
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+
+def is_val_question(question: str, fraction: float) -> bool:
+    """Stable split: the normalised question's sha1, read as a number in [0, 1), is below `fraction`."""
+    digest = hashlib.sha1(normalize_answer(question).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def is_mixed(graph: Any) -> bool:
+    """The question has at least one known-correct and one known-wrong candidate."""
+    y = graph["answer"].y
+    y = y[~torch.isnan(y)]
+    return bool((y > 0.5).any() and (y < 0.5).any())
+
+
+def _read(path: str) -> Pool:
+    from trace_selector.records import read_pool
+
+    if not Path(path).is_file():
+        raise InputError(f"{path}: pool file not found")
+    return read_pool(path)
+
+
+class PoolDataModule(L.LightningDataModule):
+    """Graphs of the training and validation questions.
+
+    Args:
+        config: the experiment config (data, model graph options, seed).
+        encoder: text encoder (default: `config.model.encoder`).
+        graphs: pre-built ``(train, val)`` graph lists, which skips pools and encoding entirely
+            (benchmarks, tests).
+    """
+
+    def __init__(self, config: TrainConfig, encoder: Any = None, graphs: tuple[list, list] | None = None):
+        super().__init__()
+        self.config = config
+        self.encoder = encoder
+        self.train_graphs: list | None = None
+        self.val_graphs: list | None = None
+        self.pos_weight = 1.0
+        if graphs is not None:
+            self._set(*graphs)
+
+    def _set(self, train: list, val: list) -> None:
+        self.train_graphs = [g for g in train if is_mixed(g)]
+        self.val_graphs = list(val)
+        if not self.train_graphs:
+            raise InputError("no training question mixes correct and incorrect answers: nothing to learn from")
+        if not self.val_graphs:
+            raise InputError("no validation questions: set data.val_pool or a larger data.val_fraction")
+        y = torch.cat([g["answer"].y for g in self.train_graphs])
+        y = y[~torch.isnan(y)]
+        pos = int((y > 0.5).sum())
+        self.pos_weight = (y.numel() - pos) / pos
+
+    def _pools(self) -> tuple[list[QuestionGroup], list[QuestionGroup]]:
+        d = self.config.data
+        if d.source == "synthetic":
+            from trace_selector.synthetic import make_pool
+
+            groups = make_pool(d.synthetic).groups
+        else:
+            groups = _read(d.train_pool).groups
+        if d.val_pool:
+            return groups, _read(d.val_pool).groups
+        val = [g for g in groups if is_val_question(g.question, d.val_fraction)]
+        return [g for g in groups if not is_val_question(g.question, d.val_fraction)], val
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_graphs is not None:
+            return
+        from trace_selector.graph.dataset import load_or_build
+        from trace_selector.selector import graph_options, make_encoder
+
+        d, m = self.config.data, self.config.model
+        if self.encoder is None:
+            from trace_selector import paths
+
+            self.encoder = make_encoder(m.encoder, m.embed_dim, d.embed_cache or paths.embeddings_dir())
+        if self.encoder.dim != m.embed_dim:
+            raise InputError(f"model.embed_dim={m.embed_dim} but encoder {self.encoder.identity} gives {self.encoder.dim}")
+        train_groups, val_groups = self._pools()
+        options = graph_options(m)
+        train = load_or_build(Pool(train_groups), self.encoder, options, d.graph_cache).graphs
+        val = load_or_build(Pool(val_groups), self.encoder, options, d.graph_cache).graphs
+        self._set(train, val)
+
+    def train_dataloader(self):
+        from torch_geometric.loader import DataLoader
+
+        return DataLoader(self.train_graphs, batch_size=self.config.data.batch_size, shuffle=True,
+                          num_workers=self.config.data.num_workers)
+
+    def val_dataloader(self):
+        from torch_geometric.loader import DataLoader
+
+        return DataLoader(self.val_graphs, batch_size=self.config.data.batch_size,
+                          num_workers=self.config.data.num_workers)
+
+
+# --- module ----------------------------------------------------------------------------------------
+
+
+def selected_correct(scores: Tensor, labels: Tensor, group: Tensor, num_groups: int) -> Tensor:
+    """Per question, the label of its argmax candidate (first on ties; unknown counts as wrong).
+
+    Shapes: scores [A], labels [A], group [A] -> [num_groups].
+    """
+    top = scores.new_full((num_groups,), float("-inf")).scatter_reduce(0, group, scores, "amax", include_self=True)
+    idx = torch.arange(scores.numel(), device=scores.device)
+    at_max = torch.where(scores >= top[group], idx, torch.full_like(idx, scores.numel()))
+    first = torch.full((num_groups,), scores.numel(), device=scores.device).scatter_reduce(0, group, at_max, "amin")
+    found = first < scores.numel()
+    out = torch.zeros(num_groups, device=scores.device)
+    picked = torch.nan_to_num(labels[first[found]], nan=0.0)
+    out[found] = picked
+    return out
+
+
+class SelectorModule(L.LightningModule):
+    """Lightning wrapper: loss, metrics and optimizer around a `SelectorNet`.
+
+    Args:
+        config: the resolved `TrainConfig` as a plain dict (stored in the checkpoint's hparams).
+        pos_weight: BCE weight of positives (negatives / positives over training candidates).
+    """
+
+    def __init__(self, config: dict[str, Any], pos_weight: float = 1.0):
+        super().__init__()
+        self.save_hyperparameters()
+        self.cfg = from_dict(TrainConfig, config)
+        self.net = SelectorNet(self.cfg.model)
+        self.register_buffer("pos_weight", torch.tensor(float(pos_weight)))
+
+    def forward(self, batch: Any) -> Tensor:
+        return self.net(batch)
+
+    def _terms(self, batch: Any):
+        scores = self.net(batch)
+        a = batch["answer"]
+        return scores, selection_loss(scores, a.y, a.batch, float(self.pos_weight), self.cfg.loss)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        _, terms = self._terms(batch)
+        n = batch.num_graphs
+        self.log("train/loss", terms.total, batch_size=n, prog_bar=True)
+        self.log_dict({"train/bce": terms.bce, "train/listwise": terms.listwise,
+                       "train/hard": terms.hard_negative, "train/scale": self.net.scale}, batch_size=n)
+        return terms.total
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        scores, terms = self._terms(batch)
+        a = batch["answer"]
+        acc = selected_correct(scores, a.y, a.batch, batch.num_graphs).mean()
+        n = batch.num_graphs
+        self.log("val/acc", acc, batch_size=n, on_epoch=True, sync_dist=True, prog_bar=True)
+        self.log("val/loss", terms.total, batch_size=n, on_epoch=True, sync_dist=True)
+
+    def configure_optimizers(self):
+        o = self.cfg.optim
+        return torch.optim.AdamW(self.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+
+
+# --- experiment ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TrainResult:
+    """Where a run put its outputs and how well it did."""
+
+    run_dir: Path
+    best_checkpoint: Path | None
+    last_checkpoint: Path | None
+    selector_dir: Path | None
+    """Hub-format export of the best weights (rank 0 only; None on other ranks)."""
+    best_val_acc: float | None
+    global_step: int
+
+
+def resolve_config(config_path: str | Path | None, overrides: list[str] | None = None, resume: bool = False) -> TrainConfig:
+    """Defaults < YAML < overrides; with `resume`, the run folder's saved config < overrides."""
+    cfg = load_config(TrainConfig, config_path, overrides)
+    saved = cfg.run_dir / "config.yaml"
+    if resume:
+        if not saved.is_file():
+            raise InputError(f"--resume: {saved} not found (no earlier run with this name)")
+        cfg = load_config(TrainConfig, saved, overrides)
+    return cfg
+
+
+def _loggers(cfg: TrainConfig) -> list:
+    from lightning.pytorch.loggers import CSVLogger
+
+    loggers: list = [CSVLogger(save_dir=str(cfg.run_dir), name="logs")]
+    if cfg.trainer.wandb:
+        from trace_selector.extras import require
+
+        require("wandb", "W&B logging (trainer.wandb=true)")
+        from lightning.pytorch.loggers import WandbLogger
+
+        loggers.append(WandbLogger(project=cfg.trainer.wandb_project, name=cfg.name or cfg.setting,
+                                   save_dir=str(cfg.run_dir), offline=cfg.trainer.wandb_offline))
+    return loggers
+
+
+def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | None = None) -> TrainResult:
+    """Run one experiment into ``cfg.run_dir`` (see the module docstring for the folder layout)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    run_dir = cfg.run_dir
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if resume and not last.is_file():
+        raise InputError(f"--resume: {last} not found")
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    dm = datamodule or PoolDataModule(cfg)
+    dm.setup("fit")
+    module = SelectorModule(to_dict(cfg), pos_weight=dm.pos_weight)
+    ckpt = ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="best", monitor="val/acc",
+                           mode="max", save_top_k=1, save_last=True, auto_insert_metric_name=False)
+    t = cfg.trainer
+    trainer = L.Trainer(
+        default_root_dir=str(run_dir), max_epochs=cfg.optim.epochs, max_steps=cfg.optim.max_steps,
+        gradient_clip_val=cfg.optim.grad_clip or None, accelerator=t.accelerator, devices=t.devices,
+        strategy=t.strategy, num_nodes=t.num_nodes, precision=t.precision, logger=_loggers(cfg),
+        callbacks=[ckpt], enable_progress_bar=t.progress_bar, log_every_n_steps=t.log_every,
+        enable_model_summary=False,
+    )
+    if trainer.is_global_zero:
+        dump_config(cfg, run_dir / "config.yaml")
+    trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None)
+
+    best = Path(ckpt.best_model_path) if ckpt.best_model_path else None
+    score = float(ckpt.best_model_score) if ckpt.best_model_score is not None else None
+    selector_dir = None
+    if trainer.is_global_zero and best is not None and best.is_file():
+        from trace_selector.hub import save_selector
+
+        state = torch.load(best, map_location="cpu", weights_only=False)["state_dict"]
+        net = SelectorNet(cfg.model)
+        net.load_state_dict({k[len("net."):]: v for k, v in state.items() if k.startswith("net.")})
+        metrics = {"val_selection_accuracy": score if score is not None else math.nan,
+                   "train_questions": len(dm.train_graphs), "val_questions": len(dm.val_graphs),
+                   "global_step": trainer.global_step}
+        selector_dir = save_selector(net, run_dir / "selector", setting=cfg.setting, metrics=metrics,
+                                     extra={"seed": cfg.seed, "trained with": "trace-selector train"})
+    return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, trainer.global_step)
