@@ -27,3 +27,14 @@ def test_gzip_is_deterministic(tmp_path):
             fh.write('{"x": 1}\n')
     assert a.read_bytes() == b.read_bytes()
     assert gzip.decompress(a.read_bytes()) == b'{"x": 1}\n'
+
+
+def test_output_has_umask_permissions(tmp_path):
+    import os
+
+    out = tmp_path / "x.txt"
+    with atomic_write(out) as fh:
+        fh.write("x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask

@@ -52,6 +52,8 @@ def test_parse_search_result_multiline_text_and_empty():
     docs = parse_search_result("Doc 1 (Title: A) first line\nsecond line\nDoc 2 (Title: B) b")
     assert [d.text for d in docs] == ["first line\nsecond line", "b"]
     assert parse_search_result("") == [] and parse_search_result(" \n") == []
+    assert parse_search_result("\n<information>Doc 1(Title: A) a\n</information>\n") == [Document(1, "A", "a")]
+    assert parse_search_result("<information></information>") == []
 
 
 @pytest.mark.parametrize(

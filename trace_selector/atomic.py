@@ -41,6 +41,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
                     yield text
             raw.flush()
             os.fsync(raw.fileno())
+        # mkstemp creates 0600 files; give the output the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

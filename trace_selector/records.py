@@ -232,10 +232,13 @@ def format_search_result(docs: Sequence[Document]) -> str:
 def parse_search_result(text: str) -> list[Document]:
     """Documents of a "Doc i (Title: T) text" observation; [] for an empty one (no results).
 
-    Accepts Search-R1's ``Doc 1(Title: T)`` (no space), multi-line passage text and titles with
-    balanced parentheses (``Mercury (planet)``). Raises `SearchResultError` when the first block is
+    Accepts Search-R1's ``Doc 1(Title: T)`` (no space) and its ``<information>`` wrapper, multi-line
+    passage text and titles with balanced parentheses (``Mercury (planet)``). Raises `SearchResultError` when the first block is
     not ``Doc 1``, the numbering is not 1..n, ``(Title:`` is missing or its parenthesis never closes.
     """
+    inner = text.strip()
+    if inner.startswith("<information>") and inner.endswith("</information>"):  # Search-R1's prompt wrapper
+        text = inner[len("<information>") : -len("</information>")]
     if not text.strip():
         return []
     starts = list(_DOC_START.finditer(text))
@@ -435,13 +438,14 @@ def trajectory_from_dict(d: Any, path: str | Path = "<record>", line: int | None
     if confidence is not None and not 0.0 <= confidence <= 1.0:
         c.fail("confidence", f"expected a number in [0, 1], got {confidence}")
 
+    gold_default = [] if style == "browsing" else REQUIRED  # browsing pools may carry only `correct`
     return Trajectory(
         question_id=str(qid),
         question=c.str_(d, "question", "question"),
         sample_id=sample_id,
         answer=answer,
         steps=steps,
-        golden_answers=list(c.str_list(d, "golden_answers", "golden_answers", [] if style == "browsing" else REQUIRED)),
+        golden_answers=list(c.str_list(d, "golden_answers", "golden_answers", gold_default)),
         correct=c.bool_(d, "correct", "correct", None),
         style=style,
         messages=messages,

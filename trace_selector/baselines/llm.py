@@ -124,7 +124,8 @@ class Chat:
             )
             for conv, rx in zip(conversations, regexes)
         ]
-        results = self.engine.generate(requests)
+        # vLLM's own progress bar, only for batches long enough to be worth watching.
+        results = self.engine.generate(requests, progress=len(requests) >= 32)
         return [Reply(r.text, r.prompt_tokens, len(r.token_ids)) for r in results]
 
 
