@@ -11,12 +11,13 @@ condition:
 - graph cache: `load_or_build` reading the saved graphs.
 
 Run:
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/graph_build.py [--questions 50] [--k 16] [--bf16]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/graph_build.py [--questions 50] [--k 16] [--bf16] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +29,14 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--bf16", action="store_true", help="encode in bfloat16")
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = ap.parse_args()
+
+    import torch
+    import torch_geometric.data  # noqa: F401  (import cost, ~5-15 s here, kept out of the timings)
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from trace_selector.graph import GraphOptions, build_graphs, plan_graph
     from trace_selector.graph.dataset import load_or_build
@@ -80,7 +88,8 @@ def main() -> None:
         rows.append(("graph cache load (torch.load)", time.perf_counter() - t, f"{size:.1f} MiB file"))
 
     print(f"pool: {n} questions x K={args.k} ({trajs} trajectories, {report.retained} kept), "
-          f"{nodes} nodes, {edges} edges, {len(texts)} node texts / {len(set(texts))} distinct; dtype {dtype}")
+          f"{nodes} nodes, {edges} edges, {len(texts)} node texts / {len(set(texts))} distinct; "
+          f"dtype {dtype}, {torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.1f}")
     print(f"{'condition':34s} {'seconds':>8s} {'graphs/s':>9s}  notes")
     for name, sec, note in rows:
         print(f"{name:34s} {sec:8.3f} {n / sec:9.1f}  {note}")

@@ -258,3 +258,11 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
         assert r["tokens_in"] > 0 and r["tokens_out"] > 0 and 0.0 <= r["em"] <= 100.0
     assert 0.0 < saved["methods"]["summagg"]["compression_ratio"] < 5.0
     assert results["engine"]["model"]
+
+
+def test_regexes_avoid_bounded_class_repeats():
+    # vLLM gives up compiling a structured-output regex after 5 s; "[^<\n]{1,300}" took 10 s here.
+    for rx in (prompts.JUDGE_REGEX, prompts.INTEGRATE_REGEX, prompts.aggagent_regex(16, False), prompts.aggagent_regex(4, True)):
+        assert not re.search(r"\]\{\d*,?\d+\}", rx), rx
+    assert re.fullmatch(prompts.INTEGRATE_REGEX, "London fits.\n<answer>London</answer>")
+    assert re.fullmatch(prompts.JUDGE_REGEX, "Definiteness: 2\nEvidence: 0\nConsistency: 1")

@@ -37,12 +37,21 @@ def test_store_ignores_uncommitted_shard_and_compacts(tmp_path):
     store = EmbeddingStore(tmp_path, 2)
     for i in range(40):
         store.add([text_key(str(i))], np.full((1, 2), i, np.float32))
+    # the 32nd add merged 31 one-row shards into one, leaving 2; eight more adds followed
+    assert store.num_shards == 10 and len(list(tmp_path.glob("*.key.npy"))) == 10
     np.save(tmp_path / "crashed.vec.npy", np.zeros((5, 2), np.float32))  # vectors written, keys never
-    reopened = EmbeddingStore(tmp_path, 2)  # 40 shards >= 32: merged into one on load
-    assert len(list(tmp_path.glob("*.key.npy"))) == 1
-    assert len(reopened) == 40
-    hit, found = reopened.lookup([text_key("7"), text_key("39")])
-    assert found[:, 0].tolist() == [7.0, 39.0]
+    reopened = EmbeddingStore(tmp_path, 2)
+    assert len(reopened) == 40 and reopened.num_shards == 10
+    hit, found = reopened.lookup([text_key("7"), text_key("39"), text_key("0")])
+    assert found[:, 0].tolist() == [7.0, 39.0, 0.0]
+
+
+def test_memory_store_compacts_too():
+    store = EmbeddingStore(None, 2)
+    for i in range(33):
+        store.add([text_key(str(i))], np.full((1, 2), i, np.float32))
+    assert store.num_shards == 3
+    assert store.lookup([text_key(str(i)) for i in range(33)])[1][:, 0].tolist() == list(range(33))
 
 
 def test_store_float16_rounds_consistently(tmp_path):

@@ -7,7 +7,7 @@ import math
 import torch
 
 from trace_selector.graph import GraphOptions, build_graph, build_graphs
-from trace_selector.graph.browsing import is_evidence, page_url
+from trace_selector.graph.browsing import is_evidence, is_search, page_url
 from trace_selector.graph.encoder import HashEncoder
 from trace_selector.graph.schema import BROWSING
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
@@ -131,6 +131,9 @@ def test_evidence_rules():
     assert not is_evidence(Step("find", "p", "No lines matching 'p' in u"))
     assert not is_evidence(Step("search", "q", "result"))
     assert is_evidence(Step("find", "p", FIND_X))
+    assert is_search(Step("search", "q", "[1] a hit the reader could not split"))
+    assert not is_search(Step("search", "q", "No results found for q"))
+    assert not is_search(Step("search", "q", "  "))
     # a find without a recorded URL reads the current page
     assert page_url(Step("find", "p", "L3: some line"), "https://wiki.org/x") == "https://wiki.org/x"
     assert page_url(Step("open", "HTTP://A.org:80/b", "text"), None) == "http://a.org/b"

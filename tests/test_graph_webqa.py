@@ -207,3 +207,15 @@ def test_kind_auto_and_options_validation():
 def test_max_text_chars_cuts_texts():
     plan = plan_graph(group(), GraphOptions(max_text_chars=5))
     assert all(len(t) <= 5 for t in plan.all_texts())
+
+
+def test_pool_without_graphs_never_encodes():
+    class Refuse:
+        dim, identity = 4, "refuse"
+
+        def encode(self, texts):
+            raise AssertionError("encoder called")
+
+    empty = QuestionGroup("q2", "other?", ["x"], [traj(0, "", [], qid="q2")])
+    graphs, report = build_graphs([empty], Refuse())
+    assert graphs == [] and report.empty_questions == ["q2"] and report.dropped["no_answer"] == 1

@@ -46,7 +46,12 @@ def test_passages_hold_two_to_three_sentences():
     assert tomato[0].text.startswith("Edible berry. The tomato is a plant")
     assert all(2 <= len(wl.split_sentences(p.text)) <= 3 for p in tomato)
     assert owned["Tomato"] == [p.id for p in tomato]
-    assert pages[0].url == wiki_url(pages[0].title) and pages[4].text.startswith("Smallest and closest planet to the Sun.\nMercury is")
+    assert pages[0].url == wiki_url(pages[0].title)
+    # Pages: the description, then one lead sentence per line.
+    assert pages[4].text.split("\n") == [
+        "Smallest and closest planet to the Sun.",
+        "Mercury is the first planet from the Sun and the smallest in the Solar System.",
+        "It is a rocky planet with a trace atmosphere and a surface gravity slightly higher than Mars."]
 
 
 def test_question_families_and_invariants():

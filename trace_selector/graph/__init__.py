@@ -78,6 +78,8 @@ def build_graphs(
         plans.append(plan)
         report.graphs += 1
         report.retained += plan.kept
+    if not plans:  # nothing to embed: do not make the encoder load a model
+        return [], report
     rows, table = _embed(plans, encoder)
     return [materialize(p, rows, table) for p in plans], report
 

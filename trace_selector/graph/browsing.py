@@ -15,7 +15,7 @@ the trajectory that listed the page at rank r (pages the agent reached otherwise
 trajectory's latest subquery with the lowest-rank relation, rank_5), and the reverse; evidence
 -of-> document and document -has-> evidence.
 
-Which steps count: an open or find succeeds when it has an observation that is not a tool error
+Which steps count: a search counts when it returned results (structured or not); an open or find succeeds when it has an observation that is not a tool error
 ("Page not found", "No lines matching", ...). A find reads the page opened last in its trajectory
 unless its record names a URL.
 """
@@ -64,7 +64,11 @@ def is_evidence(step: Step) -> bool:
 
 
 def is_search(step: Step) -> bool:
-    return step.action == "search" and bool(step.documents)
+    """A search that returned results; a reply the reader could not split into hits still counts."""
+    if step.action != "search":
+        return False
+    text = step.search_result
+    return bool(step.documents) or (bool(text.strip()) and not _FAILED.match(text))
 
 
 def page_url(step: Step, current: str | None) -> str | None:

@@ -39,8 +39,8 @@ STORE_VERSION = 1
 """Bumped when the on-disk layout or the key derivation changes (old folders are then ignored)."""
 
 _COMPACT_AT = 32
-"""Shard count at which a store merges its shards into one on load (one shard per encode call with
-misses; merging keeps start-up to a handful of file opens)."""
+"""Shard count at which a store merges its small shards (one shard per encode call with misses;
+merging keeps start-up to a handful of file opens)."""
 
 
 @runtime_checkable
@@ -103,7 +103,9 @@ class EmbeddingStore:
     keys per shard. A shard counts once its key file exists; the key file is renamed into place
     after the vector file, so a crash leaves at most an orphan vector file, never a half shard.
     Shard names are unique per writer, so concurrent processes append without locks; a key stored
-    twice maps to the same vector, so duplicates are harmless.
+    twice maps to the same vector, so duplicates are harmless. Every `add` makes one shard; at
+    `_COMPACT_AT` shards all but the largest are merged into one, so a long run of small appends
+    neither litters the folder nor rewrites the bulk of the store each time.
 
     Args:
         folder: shard folder, or None for a memory-only store.
@@ -115,25 +117,33 @@ class EmbeddingStore:
         self.folder = Path(folder) if folder is not None else None
         self.dim = dim
         self.dtype = np.dtype(dtype)
-        self._index: dict[bytes, int] = {}  # key -> shard << 32 | row
-        self._shards: list[np.ndarray] = []
-        self._loaded: set[str] = set()
+        self._reset()
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             self.refresh()
-            if len(self._shards) >= _COMPACT_AT:
-                self.compact()
+            self._maybe_compact()
+
+    def _reset(self) -> None:
+        self._index: dict[bytes, int] = {}  # key -> shard << 32 | row
+        self._shards: list[np.ndarray] = []
+        self._keys: list[np.ndarray] = []
+        self._names: list[str] = []
 
     def __len__(self) -> int:
         return len(self._index)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._shards)
 
     def refresh(self) -> None:
         """Pick up shards written since the last look (by this or another process)."""
         if self.folder is None:
             return
+        known = set(self._names)
         for key_file in sorted(self.folder.glob("*.key.npy")):
             name = key_file.name[: -len(".key.npy")]
-            if name in self._loaded:
+            if name in known:
                 continue
             try:
                 keys = np.load(key_file)
@@ -148,10 +158,10 @@ class EmbeddingStore:
             self._add_shard(name, keys, vecs)
 
     def _add_shard(self, name: str, keys: np.ndarray, vecs: np.ndarray) -> None:
-        shard = len(self._shards)
+        base = len(self._shards) << 32
         self._shards.append(vecs)
-        self._loaded.add(name)
-        base = shard << 32
+        self._keys.append(keys)
+        self._names.append(name)
         # Keys live as uint8 [n, 32]: numpy's bytes dtype would strip trailing NUL bytes of a digest.
         raw = keys.tobytes()
         split = (raw[i : i + 32] for i in range(0, len(raw), 32))
@@ -172,31 +182,42 @@ class EmbeddingStore:
 
     def add(self, keys: Sequence[bytes], vecs: np.ndarray) -> np.ndarray:
         """Store new vectors; returns them rounded through the storage dtype (as float32)."""
-        stored = np.ascontiguousarray(vecs, dtype=self.dtype)
         keys_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 32)
+        stored = self._write(keys_arr, np.ascontiguousarray(vecs, dtype=self.dtype))
+        self._maybe_compact()
+        return stored.astype(np.float32)
+
+    def _write(self, keys: np.ndarray, vecs: np.ndarray) -> np.ndarray:
         name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         if self.folder is not None:
             with atomic_write(self.folder / f"{name}.vec.npy", "wb") as f:
-                np.save(f, stored)
+                np.save(f, vecs)
             with atomic_write(self.folder / f"{name}.key.npy", "wb") as f:  # commit marker
-                np.save(f, keys_arr)
-        self._add_shard(name, keys_arr, stored)
-        return stored.astype(np.float32)
+                np.save(f, keys)
+        self._add_shard(name, keys, vecs)
+        return vecs
+
+    def _maybe_compact(self) -> None:
+        if len(self._shards) >= _COMPACT_AT:
+            self.compact()
 
     def compact(self) -> None:
-        """Merge all shards into one (new shard first, then delete the old ones)."""
-        if self.folder is None or len(self._shards) < 2:
+        """Merge every shard but the largest into one (new shard first, then delete the old files)."""
+        if len(self._shards) < 3:
             return
-        keys = list(self._index)
-        _, vecs = self.lookup(keys)
-        old = sorted(self._loaded)
-        self._index.clear()
-        self._shards.clear()
-        self._loaded.clear()
-        self.add(keys, vecs)
-        for name in old:
-            for suffix in (".key.npy", ".vec.npy"):  # key first: the shard stops counting at once
-                (self.folder / f"{name}{suffix}").unlink(missing_ok=True)
+        big = int(np.argmax([len(k) for k in self._keys]))
+        small = [i for i in range(len(self._shards)) if i != big]
+        keys = np.concatenate([self._keys[i] for i in small])
+        vecs = np.concatenate([np.asarray(self._shards[i]) for i in small])
+        old = [self._names[i] for i in small]
+        kept = (self._names[big], self._keys[big], self._shards[big])
+        self._reset()
+        self._add_shard(*kept)
+        self._write(keys, vecs)
+        if self.folder is not None:
+            for name in old:
+                for suffix in (".key.npy", ".vec.npy"):  # key first: the shard stops counting at once
+                    (self.folder / f"{name}{suffix}").unlink(missing_ok=True)
 
 
 def packaged_model_dir() -> Path:
@@ -239,9 +260,10 @@ class TextEncoder:
             cache in memory for the life of the object. `trace_selector.paths.embeddings_dir()` is
             the conventional root.
         batch_size: texts per forward pass.
-        dtype: compute precision, "float32" or "bfloat16" (part of the cache identity).
+        dtype: compute precision, "float32" or "bfloat16".
         store_dtype: storage precision of the cache; "float16" halves the disk, vectors are rounded
-            the same way on a cold and a warm run so both give identical results.
+            the same way on a cold and a warm run so both give identical results. Both precisions
+            are part of the cache identity (separate folders).
         device: torch device; None picks CUDA when available.
         max_seq_length: token limit per text (None: the model's own, 256 for MiniLM).
     """
@@ -275,6 +297,7 @@ class TextEncoder:
             {
                 "fingerprint": model_fingerprint(self.model_dir),
                 "dtype": dtype,
+                "store_dtype": store_dtype,
                 "max_seq_length": max_seq_length,
                 "normalize": True,
                 "store": STORE_VERSION,
@@ -332,14 +355,12 @@ class TextEncoder:
             if folder is not None:
                 folder.mkdir(parents=True, exist_ok=True)
                 meta = folder / "meta.json"
-                if not meta.is_file():
+                if not meta.is_file():  # for people browsing the cache, and `dim` without a model
                     info = {"model": str(self.model_dir), "identity": self._identity, "dim": self.dim,
                             "dtype": self.dtype, "store_dtype": self.store_dtype,
                             "max_seq_length": self.max_seq_length, "version": STORE_VERSION}
                     with atomic_write(meta) as f:
                         json.dump(info, f, indent=1)
-                elif json.loads(meta.read_text()).get("store_dtype", "float32") != self.store_dtype:
-                    raise InputError(f"{folder}: cache was written with another store_dtype")
             self._store = EmbeddingStore(folder, self.dim, self.store_dtype)
         return self._store
 

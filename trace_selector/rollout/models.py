@@ -71,7 +71,7 @@ MODELS: dict[str, PackagedModel] = {
             gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
             gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             dtype="bfloat16",
-            weights_sha256=None,
+            weights_sha256="7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b",
         ),
         PackagedModel(
             name="qwen2.5-coder-0.5b",
@@ -82,7 +82,7 @@ MODELS: dict[str, PackagedModel] = {
             gguf_name="qwen2.5-coder-0.5b-instruct.gguf",
             gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             dtype="bfloat16",
-            weights_sha256=None,
+            weights_sha256="df8f6054b92991e0e1c748f8e5c6dcd289f0798d8a5200745ec8c0ffc752a8df",
         ),
     )
 }

@@ -124,23 +124,27 @@ def prompt_version() -> str:
 
 
 # --- structured outputs ---------------------------------------------------------------------------
-# vLLM structured outputs (xgrammar) take a regex. Unbounded `*`/`+` keep the compiled grammar small;
-# max_tokens bounds the length. Contents exclude "<" so a tag cannot open inside another tag.
-_THINK = r"<think>[^<]*</think>\n?"
-_CONTENT = r"[^<>\n]*[^<>\n ][^<>\n]*"  # at least one non-space character
+# vLLM structured outputs (xgrammar) take a regex. The bounds are characters: small models otherwise
+# ramble inside <think> until max_tokens (SmolLM2-135M at T=1 did so in most turns; measured in
+# benchmarks/rollout_strategies.py), so the grammar closes the thought after THINK_CHARS. Compiling
+# the bounded regex takes about 2 s once per run (xgrammar caches it). Contents exclude "<" so a tag
+# cannot open inside another, and an argument must hold a non-space character.
+THINK_CHARS = 240
+ARG_CHARS = 100
 
 
 def action_regex(actions: tuple[str, ...], think: bool = True, max_parallel: int = 1) -> str:
-    """Regex for one turn: optional reasoning then exactly one action (or up to `max_parallel`
+    """Regex for one turn: bounded reasoning then exactly one action (or up to `max_parallel`
     `<search>` tags, TIPEX structural parallelism)."""
+    content = f" ?[^<>\\n ][^<>\\n]{{0,{ARG_CHARS - 1}}}"
     alts = []
     for tag in actions:
-        one = f"<{tag}>{_CONTENT}</{tag}>"
+        one = f"<{tag}>{content}</{tag}>"
         if tag == "search" and max_parallel > 1:
             one = f"{one}(\\n?{one}){{0,{max_parallel - 1}}}"
         alts.append(one)
     body = "(" + "|".join(alts) + ")"
-    return (_THINK + body) if think else body
+    return f"<think>[^<]{{0,{THINK_CHARS}}}</think>\\n?{body}" if think else body
 
 
 def confidence_regex() -> str:

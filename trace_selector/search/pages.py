@@ -80,7 +80,7 @@ def build_page_index(pages: Sequence[Page]) -> BM25Index:
 class PageStore:
     """Pages with a BM25 index over them and the three browser tools."""
 
-    def __init__(self, pages: Sequence[Page], index: BM25Index | None = None, line_width: int = 100):
+    def __init__(self, pages: Sequence[Page], index: BM25Index | None = None, line_width: int = 160):
         self.pages = list(pages)
         self.line_width = line_width
         self._by_url = {p.url: p for p in self.pages}
@@ -93,7 +93,7 @@ class PageStore:
         self._index = index
 
     @classmethod
-    def load(cls, path: str | Path, line_width: int = 100) -> PageStore:
+    def load(cls, path: str | Path, line_width: int = 160) -> PageStore:
         """From a page JSONL file (index built in memory) or a page index folder."""
         path = Path(path)
         if path.is_dir():

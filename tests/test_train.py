@@ -1,0 +1,159 @@
+"""Lightning training end to end at toy size: checkpoints, resolved config, resume, select, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from trace_selector.cli import main
+from trace_selector.config import load_config
+from trace_selector.errors import InputError
+from trace_selector.records import write_pool
+from trace_selector.selector import Selector
+from trace_selector.synthetic import SyntheticConfig, make_pool
+from trace_selector.train import TrainConfig, is_mixed, is_val_question, resolve_config, selected_correct, train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = [
+    "setting=toy", "name=tiny", "data.source=synthetic", "data.synthetic.questions=24", "data.synthetic.k=6",
+    "data.val_fraction=0.25", "data.batch_size=8", "model.encoder=bow", "model.embed_dim=32", "model.hidden=16",
+    "model.layers=1", "optim.epochs=1", "trainer.accelerator=cpu", "trainer.progress_bar=false",
+]
+
+
+def tiny_config(tmp_path: Path, *extra: str) -> TrainConfig:
+    return load_config(TrainConfig, None, [*TINY, f"out_dir={tmp_path}", *extra])
+
+
+def test_fit_writes_checkpoints_config_logs_and_selector(tmp_path):
+    cfg = tiny_config(tmp_path)
+    result = train(cfg)
+    run = tmp_path / "tiny"
+    assert result.run_dir == run and result.global_step > 0
+    assert (run / "checkpoints" / "best.ckpt").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["seed"] == 0 and saved["model"]["hidden"] == 16 and saved["data"]["synthetic"]["questions"] == 24
+    assert list(run.glob("logs/*/metrics.csv")), "CSV log missing"
+    assert {p.name for p in (run / "selector").iterdir()} >= {"model.safetensors", "config.json", "README.md"}
+    assert "val_selection_accuracy" in (run / "selector" / "README.md").read_text()
+    assert 0.0 <= result.best_val_acc <= 1.0
+
+
+def test_resume_continues_from_last_checkpoint(tmp_path):
+    first = train(tiny_config(tmp_path))
+    cfg = resolve_config(None, [*TINY, f"out_dir={tmp_path}", "optim.epochs=2"], resume=True)
+    assert cfg.optim.epochs == 2
+    second = train(cfg, resume=True)
+    assert second.global_step == 2 * first.global_step
+
+
+def test_resume_without_run_fails_clearly(tmp_path):
+    with pytest.raises(InputError, match="--resume"):
+        resolve_config(None, [*TINY, f"out_dir={tmp_path}"], resume=True)
+
+
+def test_cli_train_max_steps_then_select(tmp_path, capsys):
+    cfg_file = tmp_path / "toy.yaml"
+    cfg_file.write_text(yaml.safe_dump({"setting": "toy", "out_dir": str(tmp_path)}))
+    rc = main(["train", "--config", str(cfg_file), *TINY[1:], "optim.max_steps=3", "optim.epochs=5"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "best val selection accuracy" in out and "after 3 steps" in out
+
+    pool = make_pool(SyntheticConfig(questions=5, k=6, offset=500))
+    write_pool(pool, tmp_path / "pool.jsonl")
+    sel_file = tmp_path / "sel.jsonl"
+    rc = main(["select", "--checkpoint", str(tmp_path / "tiny" / "selector"), "--pool", str(tmp_path / "pool.jsonl"),
+               "--out", str(sel_file)])
+    assert rc == 0
+    rows = [json.loads(line) for line in sel_file.read_text().splitlines()]
+    assert [r["question_id"] for r in rows] == [g.question_id for g in pool.groups]
+    for r, g in zip(rows, pool.groups):
+        answers = {t.sample_id: t.answer for t in g.trajectories}
+        assert answers[r["sample_id"]] == r["answer"]
+        assert set(map(int, r["scores"])) == set(answers)
+        assert max(r["scores"].values()) == r["scores"][str(r["sample_id"])]
+
+
+def test_selector_api_matches_network_scores(tmp_path):
+    result = train(tiny_config(tmp_path, "optim.max_steps=2"))
+    selector = Selector.from_pretrained(result.selector_dir)
+    pool = make_pool(SyntheticConfig(questions=3, k=6, offset=900))
+    selections = selector.select(pool)
+    graphs, _ = selector.graphs(pool)
+    for s, g in zip(selections, graphs):
+        scores = selector.net(g)
+        assert s.sample_id == int(g["answer"].sample_id[int(scores.argmax())])
+        assert torch.allclose(torch.tensor(list(s.scores.values())), scores, atol=1e-6)
+
+
+def test_val_split_is_stable_and_normalised():
+    assert is_val_question("Who wrote Hamlet?", 0.5) == is_val_question("  who wrote hamlet ", 0.5)
+    share = sum(is_val_question(f"question {i}", 0.2) for i in range(2000)) / 2000
+    assert 0.17 < share < 0.23
+
+
+def test_selected_correct_takes_first_argmax():
+    scores = torch.tensor([0.1, 0.9, 0.9, 0.5, -1.0])
+    labels = torch.tensor([0.0, 1.0, 0.0, float("nan"), 1.0])
+    group = torch.tensor([0, 0, 0, 1, 2])
+    assert selected_correct(scores, labels, group, 4).tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+def test_only_mixed_questions_train(tmp_path):
+    from trace_selector.train import PoolDataModule
+    from model_graphs import toy_graph
+
+    mixed, all_wrong = toy_graph(0, k=3), toy_graph(1, k=3)
+    all_wrong["answer"].y = torch.zeros(3)
+    assert is_mixed(mixed) and not is_mixed(all_wrong)
+    dm = PoolDataModule(tiny_config(tmp_path), graphs=([mixed, all_wrong], [all_wrong]))
+    assert dm.train_graphs == [mixed] and dm.pos_weight == 2.0
+    with pytest.raises(InputError, match="nothing to learn"):
+        PoolDataModule(tiny_config(tmp_path), graphs=([all_wrong], [all_wrong]))
+
+
+def test_config_validation(tmp_path):
+    with pytest.raises(InputError, match="train_pool is required"):
+        load_config(TrainConfig, None, ["data.source=pool"])
+    with pytest.raises(InputError, match="val_fraction"):
+        load_config(TrainConfig, None, ["data.source=synthetic", "data.val_fraction=1.5"])
+    with pytest.raises(InputError, match="pool file not found"):
+        train(load_config(TrainConfig, None, [f"out_dir={tmp_path}", f"data.train_pool={tmp_path / 'missing.jsonl'}",
+                                               "model.encoder=hash", "model.embed_dim=16"]))
+
+
+def test_shipped_training_configs_resolve():
+    for name in ("wikileads", "synthetic"):
+        cfg = load_config(TrainConfig, ROOT / "training" / f"{name}.yaml", ["data.train_pool=x.jsonl"])
+        assert cfg.setting == name
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "trace_selector", "train", *TINY, f"out_dir={tmp_path}", "optim.epochs=2",
+           "trainer.devices=2", "trainer.strategy=ddp"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "tiny"
+    assert (run / "checkpoints" / "best.ckpt").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["global_step"] > 0 and any(k.startswith("net.") for k in ckpt["state_dict"])
+    assert (run / "selector" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_wandb_offline_logging(tmp_path):
+    pytest.importorskip("wandb")
+    os.environ.setdefault("WANDB_MODE", "offline")
+    result = train(tiny_config(tmp_path, "optim.max_steps=2", "trainer.wandb=true", "trainer.wandb_offline=true"))
+    assert list((result.run_dir / "wandb").glob("offline-run-*"))
