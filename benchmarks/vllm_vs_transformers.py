@@ -39,7 +39,7 @@ def run_vllm(args, prompts):
     outputs = engine.llm.generate(token_prompts, params, use_tqdm=False)
     seconds = time.perf_counter() - t0
     tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
-    ids = [[t.prompt_token_ids for t in token_prompts], [list(o.outputs[0].token_ids) for o in outputs]]
+    ids = [[t["prompt_token_ids"] for t in token_prompts], [list(o.outputs[0].token_ids) for o in outputs]]
     info = engine.info()
     engine.close()
     return {"start_s": start, "seconds": seconds, "tokens": tokens, "ids": ids, "dtype": info["config"]["dtype"]}
