@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
+    ap.add_argument("--k-models", type=int, default=2, help="samples per question in the model comparison")
+    ap.add_argument("--regions", default="exploration", help="partial-rollout regions to run (comma-separated)")
     ap.add_argument("--strategy-model", default=None, help="model for tables 2-3 (default: best valid-action rate)")
     ap.add_argument("--parts", default="models,partial,divinit")
     ap.add_argument("--max-context", type=int, default=2048)
@@ -104,7 +106,7 @@ def main() -> None:
             if "models" in parts:
                 for structured in (True, False):
                     cfg = load_rollout_config(None, [f"agent.max_context={a.max_context}", f"agent.structured={structured}",
-                                                     *a.overrides], setting=a.setting, limit=a.limit, k=2, model=model)
+                                                     *a.overrides], setting=a.setting, limit=a.limit, k=a.k_models, model=model)
                     key = f"{model}{'' if structured else ' (free)'}"
                     results.setdefault("models", {})[key] = run_one(engine, toolbox, questions, cfg, work, f"m-{model}-{structured}")
                     results["models"][key]["engine_start_s"] = start
@@ -118,7 +120,7 @@ def main() -> None:
                 std = load_rollout_config(None, [f"agent.max_context={a.max_context}", *a.overrides],
                                           setting=a.setting, limit=a.limit, k=a.k, model=model)
                 rows["standard"] = run_one(engine, toolbox, questions, std, work, "standard")
-                for region in ("exploration", "reasoning"):
+                for region in a.regions.split(","):
                     par = load_rollout_config(None, [f"agent.max_context={a.max_context}", "strategy=partial",
                                                      "partial.initial=1", "partial.top_steps=1",
                                                      f"partial.branches={a.k - 1}", f"partial.region={region}",
@@ -140,7 +142,7 @@ def main() -> None:
 
     out = []
     if "models" in results:
-        out.append(table(f"1. policy models, standard k=2, {a.limit} {a.split} questions", results["models"],
+        out.append(table(f"1. policy models, standard k={a.k_models}, {a.limit} {a.split} questions", results["models"],
                          ["valid_action_rate", "turns", "invalid_turns", "answered", "em", "pass_at_k",
                           "generated_tokens", "tok_s", "wall", "engine_start_s"]))
         out.append(f"default policy model by valid-action rate: {strategy_model}")

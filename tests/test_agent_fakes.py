@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,7 +153,3 @@ def always_search(prompt_text: str, request: GenRequest) -> str:
     if request.regex and "search" not in request.regex:
         return "<think>Out of turns.</think><answer>Nile</answer>"
     return f"<think>more</think><search>river {turn_of(prompt_text)}</search>"
-
-
-def math_log(p: float) -> float:
-    return math.log(p)

@@ -170,6 +170,16 @@ def test_weighted_token_variants_and_skip():
     assert "no token log-probabilities" in m.check([group(traj(0, "Ann"))])
 
 
+def test_weighted_token_keep_top_filters_before_voting():
+    # Weights exp(mean): Ann 0.905 (1 traj), Bob 0.607 x 2 (1.213 total). All vote: Bob. Keeping the top
+    # ceil(0.5 * 3) = 2 (Ann 0.905, Bob 0.607 at sample 1): Ann 0.905 > Bob 0.607.
+    g = group(traj(0, "Bob", lps=[-0.5]), traj(1, "Ann", lps=[-0.1]), traj(2, "Bob", lps=[-0.5]))
+    assert token_confidence_vote(ConfidenceConfig(score="mean")).select([g])[0].answer == "Bob"
+    p = token_confidence_vote(ConfidenceConfig(score="mean", keep_top=0.5)).select([g])[0]
+    assert p.answer == "Ann" and set(p.scores) == {0, 1, 2}
+    assert token_confidence_vote(ConfidenceConfig(score="mean", keep_top=0.1)).select([g])[0].answer == "Ann"
+
+
 def test_confidence_config_validation():
     with pytest.raises(ValueError, match="score must be one of"):
         ConfidenceConfig(score="median")  # type: ignore[arg-type]
@@ -177,6 +187,8 @@ def test_confidence_config_validation():
         ConfidenceConfig(window=0)
     with pytest.raises(ValueError, match="bottom_fraction"):
         ConfidenceConfig(bottom_fraction=0.0)
+    with pytest.raises(ValueError, match="keep_top"):
+        ConfidenceConfig(keep_top=1.5)
 
 
 # --- tool-count heuristics and oracle -----------------------------------------------------------

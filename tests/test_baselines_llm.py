@@ -133,7 +133,7 @@ def test_solagg_maps_to_existing_answer_and_counts_tokens():
     [req] = engine.requests
     prompt = engine.decode(req.prompt_token_ids)
     assert "Candidate 1" in prompt and "Candidate 2" in prompt and "Answer: London" in prompt
-    assert req.regex == prompts.INTEGRATE_REGEX and req.temperature == 0.0
+    assert req.regex == "<answer>(Paris|London)</answer>" and req.temperature == 0.0
     assert p.tokens_in == len(req.prompt_token_ids) and p.tokens_out == len("London is best supported.\n<answer>London</answer>")
 
 
@@ -262,7 +262,9 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
 
 def test_regexes_avoid_bounded_class_repeats():
     # vLLM gives up compiling a structured-output regex after 5 s; "[^<\n]{1,300}" took 10 s here.
-    for rx in (prompts.JUDGE_REGEX, prompts.INTEGRATE_REGEX, prompts.aggagent_regex(16, False), prompts.aggagent_regex(4, True)):
+    choice = prompts.choice_regex(["St. Louis (city)", "a|b", "New  York"])
+    for rx in (prompts.JUDGE_REGEX, choice, prompts.aggagent_regex(16, False), prompts.aggagent_regex(4, True)):
         assert not re.search(r"\]\{\d*,?\d+\}", rx), rx
-    assert re.fullmatch(prompts.INTEGRATE_REGEX, "London fits.\n<answer>London</answer>")
+    assert re.fullmatch(choice, "<answer>St. Louis (city)</answer>") and re.fullmatch(choice, "<answer>a|b</answer>")
+    assert re.fullmatch(choice, "<answer>New York</answer>") and not re.fullmatch(choice, "<answer>a</answer>")
     assert re.fullmatch(prompts.JUDGE_REGEX, "Definiteness: 2\nEvidence: 0\nConsistency: 1")

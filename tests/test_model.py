@@ -189,3 +189,18 @@ def test_config_from_json_strict_unknown_and_defaults_for_missing():
     assert cfg.hidden == 32 and cfg.layers == 4
     with pytest.raises(InputError, match="unknown model config key.*future_field"):
         ModelConfig.from_json({"future_field": 1})
+
+
+@pytest.mark.parametrize("options", [{}, {"cross_edges": False}, {"merge_evidence": True}, {"merge_answers": True}])
+def test_builder_graphs_under_every_graph_option(options):
+    from trace_selector.graph import GraphOptions, build_graphs
+    from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
+
+    pool = make_pool(SyntheticConfig(questions=4, k=6))
+    graphs, _ = build_graphs(pool, BagOfWordsEncoder(8), GraphOptions(kind="webqa", **options))
+    model = net()
+    single = [model(g) for g in graphs]
+    for g, s in zip(graphs, single):
+        n_answers = len({t.answer.lower() for t in pool.groups[int(g.question_id)].trajectories})
+        assert s.shape == (n_answers if options.get("merge_answers") else g["answer"].num_nodes,)
+    torch.testing.assert_close(model(Batch.from_data_list(graphs)), torch.cat(single), atol=1e-5, rtol=0)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = [
     "setting=toy", "name=tiny", "data.source=synthetic", "data.synthetic.questions=24", "data.synthetic.k=6",
     "data.val_fraction=0.25", "data.batch_size=8", "model.encoder=bow", "model.embed_dim=32", "model.hidden=16",
-    "model.layers=1", "optim.epochs=1", "trainer.accelerator=cpu", "trainer.progress_bar=false",
+    "model.layers=1", "optim.epochs=1", "trainer.accelerator=cpu", "trainer.progress_bar=false", "trainer.threads=1",
 ]
 
 
@@ -152,8 +152,8 @@ def test_ddp_two_cpu_processes(tmp_path):
 
 
 @pytest.mark.slow
-def test_wandb_offline_logging(tmp_path):
+def test_wandb_offline_logging(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    os.environ.setdefault("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_MODE", "offline")
     result = train(tiny_config(tmp_path, "optim.max_steps=2", "trainer.wandb=true", "trainer.wandb_offline=true"))
     assert list((result.run_dir / "wandb").glob("offline-run-*"))

@@ -364,6 +364,8 @@ def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Que
                     em, f1 = score_pick(g, p)
                     row["methods"][name] = {"sample_id": p.sample_id, "answer": p.answer, "em": em, "f1": f1,
                                             "correct": em == 1.0, "fallback": p.fallback}
+                    if p.extra:  # model output, agent actions, rubric scores: what to read when a method errs
+                        row["methods"][name]["details"] = p.extra
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     if cfg.plot and results["budget_curve"]:
         plot_budget(results["budget_curve"], cfg.plot, title=Path(results["pool"]).name)

@@ -37,14 +37,16 @@ _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ei"]
 _CODAS = ["", "n", "r", "s", "th", "l", "x", "m"]
 _RELATIONS = ["founder", "architect", "first mayor", "composer", "discoverer", "author", "patron", "chief engineer"]
 _KINDS = ["river town", "observatory", "guild", "fortress", "island", "library", "canal", "monastery"]
+# Every claim names a source drawn fresh per chunk, so two claims never coincide by chance: only the
+# gold chunk (one text per question) is ever retrieved by several trajectories.
 _CLAIMS = [
-    "{title}: records state that {ans} was the {rel} of {subj}.",
-    "{title}: {ans} is remembered as the {rel} of {subj}.",
-    "{title}: according to the archive, the {rel} of {subj} was {ans}.",
-    "{title}: {subj} owes much to {ans}, its {rel}.",
+    "{title}: records kept by {src} state that {ans} was the {rel} of {subj}.",
+    "{title}: {ans} is remembered as the {rel} of {subj}, writes {src}.",
+    "{title}: according to the {src} archive, the {rel} of {subj} was {ans}.",
+    "{title}: {subj} owes much to {ans}, its {rel}, says {src}.",
 ]
 _BACKGROUND = [
-    "{subj} is a {kind} known for its {noun}.",
+    "{subj} is an old {kind} known for its {noun}.",
     "{subj} lies near {place} and was rebuilt after the great {noun}.",
     "Visitors to {subj} often mention the {noun} and the old {kind}.",
     "The history of {subj} is tied to {place} and its {noun}.",
@@ -128,7 +130,8 @@ def make_question(cfg: SyntheticConfig, index: int) -> QuestionGroup:
     rng.shuffle(roles)
 
     def claim(ans: str, title: str) -> Document:
-        return Document(rank=0, title=title, text=rng.choice(_CLAIMS).format(title=title, ans=ans, rel=rel, subj=subj))
+        text = rng.choice(_CLAIMS).format(title=title, ans=ans, rel=rel, subj=subj, src=_entity(rng, taken))
+        return Document(rank=0, title=title, text=text)
 
     def background() -> Document:
         tmpl = rng.choice(_BACKGROUND)

@@ -29,6 +29,14 @@ def candidates_of(group: QuestionGroup) -> list[Trajectory]:
     return sorted((t for t in group.trajectories if has_answer(t)), key=lambda t: t.sample_id)
 
 
+def distinct_answers(cands: Sequence[Trajectory]) -> list[str]:
+    """The candidates' answers, one per normalised form (first occurrence's text)."""
+    seen: dict[str, str] = {}
+    for t in cands:
+        seen.setdefault(normalize_answer(t.answer), t.answer)
+    return list(seen.values())
+
+
 def needs_call(cands: Sequence[Trajectory], skip_unanimous: bool) -> bool:
     """False when there is nothing to choose between."""
     distinct = {normalize_answer(t.answer) for t in cands}
@@ -94,7 +102,8 @@ class SolAgg(Aggregator):
             ]
             convs.append([{"role": "user", "content": prompts.SOLAGG.format(question=g.question, candidates="\n".join(blocks))}])
             cand_lists.append(cands)
-        replies = self.chat(convs, self.chat.cfg.answer_tokens, regex=prompts.INTEGRATE_REGEX, stop=["</answer>"])
+        regexes = [prompts.choice_regex(distinct_answers(c)) for c in cand_lists]
+        replies = self.chat(convs, self.chat.cfg.answer_tokens, regex=regexes, stop=["</answer>"])
         return [resolve(g, c, r.text, r.tokens_in, r.tokens_out) for g, c, r in zip(groups, cand_lists, replies)]
 
 
@@ -140,7 +149,8 @@ class SummAgg(Aggregator):
                 for i, (t, text) in enumerate(entries, 1)
             ]
             convs.append([{"role": "user", "content": prompts.SUMMAGG_INTEGRATE.format(question=g.question, reports="\n".join(blocks))}])
-        finals = self.chat(convs, cfg.answer_tokens, regex=prompts.INTEGRATE_REGEX, stop=["</answer>"])
+        regexes = [prompts.choice_regex(distinct_answers([t for t, _ in entries])) for entries in per_group]
+        finals = self.chat(convs, cfg.answer_tokens, regex=regexes, stop=["</answer>"])
 
         picks = []
         for gi, (g, r) in enumerate(zip(groups, finals)):

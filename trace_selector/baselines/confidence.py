@@ -18,7 +18,8 @@ keep DeepConf's trajectory scores on top of it:
 The window and tail are clipped to the trajectory length, so short trajectories have one group.
 A trajectory's tokens are the sampled tokens of every turn in order (`Step.logprobs` of each step,
 then `Trajectory.final_logprobs`). Votes weight a trajectory by exp(score), the geometric-mean token
-probability of the scored span, which is positive and monotone in the score.
+probability of the scored span, which is positive and monotone in the score; with `keep_top` < 1 only
+the most confident trajectories vote (DeepConf's confidence filtering).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class ConfidenceConfig:
     """Number of final tokens for the ``tail`` score, clipped to the trajectory length."""
     bottom_fraction: float = 0.1
     """Fraction of lowest groups averaged by ``bottom10``."""
+    keep_top: float = 1.0
+    """DeepConf filtering: only this fraction of a question's answered trajectories, the most confident
+    (rounded up), vote (DeepConf-low 0.1, DeepConf-high 0.9; 1.0 = all vote, weighted)."""
 
     def __post_init__(self) -> None:
         if self.score not in CONF_SCORES:
@@ -56,6 +60,8 @@ class ConfidenceConfig:
             raise ValueError(f"window and tail must be >= 1, got window={self.window}, tail={self.tail}")
         if not 0.0 < self.bottom_fraction <= 1.0:
             raise ValueError(f"bottom_fraction must be in (0, 1], got {self.bottom_fraction}")
+        if not 0.0 < self.keep_top <= 1.0:
+            raise ValueError(f"keep_top must be in (0, 1], got {self.keep_top}")
 
 
 def token_logprobs(traj: Trajectory) -> list[float] | None:

@@ -15,8 +15,8 @@ in the method code (STYLE, "what to avoid" 4). Placeholders use `str.format`.
 from __future__ import annotations
 
 SOLAGG = """You are given several candidate solutions to the same question, each found by a search agent.
-Pick the candidate answer that is best supported. Reply with one short line of reasoning, then the chosen
-answer copied exactly inside <answer></answer>.
+Pick the candidate answer that is best supported by its solution. Reply with the chosen answer, copied
+exactly, inside <answer></answer>.
 
 Question: {question}
 
@@ -51,8 +51,8 @@ agent's reasoning and its final answer.
 
 Judge the quality of each report's reasoning and evidence; do not prefer an answer because more reports
 give it. Do not search or call any tool: use only the reports. Choose exactly one of the reports' final
-answers; never combine or rewrite answers. Reply with one short line of reasoning, then the chosen answer
-copied exactly inside <answer></answer>.
+answers; never combine or rewrite answers. Reply with the chosen answer, copied exactly, inside
+<answer></answer>.
 
 Question: {question}
 
@@ -104,9 +104,24 @@ Consistency: <0-2>"""
 # Structured outputs for small models; `LLMConfig.constrained` turns them off. No bounded repeats of
 # character classes: xgrammar expands {m,n} into states and vLLM abandons a regex after 5 s of
 # compiling, which a loaded 2-core box reaches (SmolLM2 tokenizer: "[^<\n]{1,300}" 10.2 s,
-# "[^<\n]{0,80}" 1.9 s, "[^<\n]*" 0.004 s). Length is bounded by max_tokens instead.
+# "[^<\n]{0,80}" 1.9 s, a literal alternation or "[^<\n]*" < 0.01 s).
 JUDGE_REGEX = r"Definiteness: [0-2]\nEvidence: [0-2]\nConsistency: [0-2]"
-INTEGRATE_REGEX = r"[^<\n]*\n?<answer>[^<\n]+</answer>"
+
+_REGEX_SPECIAL = set("\\^$.|?*+()[]{}/")
+
+
+def _literal(text: str) -> str:
+    """`text` as a regex literal (escaping only the metacharacters xgrammar knows)."""
+    return "".join("\\" + ch if ch in _REGEX_SPECIAL else ch for ch in " ".join(text.split()))
+
+
+def choice_regex(answers: list[str]) -> str:
+    """``<answer>(a|b|...)</answer>`` over the candidate answers: the output is always one of them.
+
+    With a free pattern ("[^<\\n]*<answer>[^<\\n]+</answer>") SmolLM2-135M's outputs matched no
+    candidate for 4 of 4 SolAgg and 2 of 4 SummAgg questions of the synthetic benchmark pool.
+    """
+    return "<answer>(" + "|".join(_literal(a) for a in answers) + ")</answer>"
 
 
 def aggagent_regex(k: int, last: bool) -> str:

@@ -6,6 +6,7 @@ caller); `trace` is provided by `trace_selector.evaluate` because it needs a che
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from trace_selector.baselines.confidence import CONF_SCORES, ConfidenceConfig
@@ -47,7 +48,7 @@ def build_fast(name: str, conf: ConfidenceConfig | None = None) -> Method:
         return simple[name]()
     if name.startswith("weighted_token_") and name.removeprefix("weighted_token_") in CONF_SCORES:
         score = name.removeprefix("weighted_token_")
-        variant = ConfidenceConfig(score=score, window=conf.window, tail=conf.tail, bottom_fraction=conf.bottom_fraction)  # type: ignore[arg-type]
+        variant = dataclasses.replace(conf, score=score)
         return token_confidence_vote(variant, name=name)
     raise ValueError(f"unknown fast method {name!r}")
 

@@ -65,6 +65,8 @@ class WeightedVote:
     """Trajectory -> non-negative weight, or None when the trajectory lacks the signal."""
     missing: str
     """Skip reason when no trajectory has the signal."""
+    keep_top: float = 1.0
+    """Fraction of answered trajectories (highest weight first, rounded up) that vote."""
     _cache: dict[tuple[str, int], float | None] = field(default_factory=dict)
 
     def _weight(self, traj: Trajectory) -> float | None:
@@ -92,8 +94,12 @@ class WeightedVote:
             return majority_pick(group, fallback=fallback)
         mean = math.fsum(known) / len(known)
         weights = [raw[t.sample_id] if raw[t.sample_id] is not None else mean for t in answered]
-        winner, _ = vote(answered, weights)
         scores = {t.sample_id: w for t, w in zip(answered, weights)}
+        if self.keep_top < 1.0:
+            n = math.ceil(self.keep_top * len(answered) - 1e-9)
+            top = sorted(zip(answered, weights), key=lambda tw: (-tw[1], tw[0].sample_id))[:n]
+            answered, weights = [t for t, _ in top], [w for _, w in top]
+        winner, _ = vote(answered, weights)
         imputed = sum(1 for w in raw.values() if w is None)
         return pick_from(group, winner, scores=scores, extra={"imputed": imputed} if imputed else {})
 
@@ -117,4 +123,4 @@ def token_confidence_vote(cfg: ConfidenceConfig | None = None, name: str = "weig
         lps = token_logprobs(traj)
         return None if lps is None else math.exp(trajectory_confidence(lps, cfg))
 
-    return WeightedVote(name, weight, "pool has no token log-probabilities (Step.logprobs / final_logprobs)")
+    return WeightedVote(name, weight, "pool has no token log-probabilities (Step.logprobs / final_logprobs)", cfg.keep_top)

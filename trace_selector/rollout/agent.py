@@ -178,7 +178,7 @@ def parse_turn(text: str, actions: tuple[str, ...], max_parallel: int = 1) -> Pa
 # --- accounting -------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Accounting:
     """Running totals of a rollout (per pool): what was computed, what the cache served, what ran."""
 
@@ -202,10 +202,6 @@ class Accounting:
         """Tokens the engine actually ran through the model: uncached prompt plus generated."""
         return self.prompt_tokens - self.cached_tokens + self.generated_tokens
 
-    def merge(self, other: Accounting) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
     def to_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
         out["computed_tokens"] = self.computed_tokens
@@ -217,7 +213,7 @@ class Accounting:
 Phase = Literal["act", "forced", "confidence", "done"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Rollout:
     """One trajectory in progress: token-level prompt plus what has been recorded so far."""
 
