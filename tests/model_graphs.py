@@ -66,3 +66,12 @@ def toy_graph(seed: int = 0, k: int = 3, dim: int = 8, steps: int = 2, chunks: i
             pairs = []
         data[et].edge_index = edges(pairs)
     return data
+
+
+def one_thread():
+    """Fixture body: run with 1 torch thread. On the shared 2-core machine 2 OpenMP threads made
+    these tiny graphs ~50x slower (spinning workers), not faster."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -48,6 +48,8 @@ def test_action_regex_accepts_one_action_only():
     assert not one.fullmatch("<think>a</think><search>x</search><search>y</search>")
     assert not one.fullmatch("<think>a</think><search> </search>")
     assert not one.fullmatch("<think>a <b</think><answer>x</answer>")
+    assert not one.fullmatch("<think>a</think><search>" + "w " * 13 + "</search>")  # at most 12 words
+    assert not one.fullmatch("<think>" + "w " * 41 + "</think><answer>x</answer>")  # at most 40 words
     par = re.compile(prompts.action_regex(WEBQA, max_parallel=3))
     assert par.fullmatch("<think>a</think><search>x</search>\n<search>y</search><search>z</search>")
     assert not par.fullmatch("<think>a</think>" + "<search>x</search>" * 4)

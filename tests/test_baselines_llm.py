@@ -247,6 +247,7 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
                         make_group("q2", ("Berlin", "Bonn", "Berlin"), gold=("Berlin",))], path="tiny")
     methods = ["majority", "solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks"]
     cfg = EvalConfig(pool="tiny", methods=methods, out=str(tmp_path / "results.json"), budget=False,
+                     per_question=str(tmp_path / "perq.jsonl"),
                      llm=LLMConfig(max_prompt_tokens=640, answer_tokens=40, report_tokens=48, agent_max_turns=2))
     results = evaluate(cfg, pool)
     print(format_table(results), json.dumps(results["engine"]["stats"]), sep="\n")  # visible with -s
@@ -257,6 +258,11 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
         assert "skipped" not in r, r
         assert r["tokens_in"] > 0 and r["tokens_out"] > 0 and 0.0 <= r["em"] <= 100.0
     assert 0.0 < saved["methods"]["summagg"]["compression_ratio"] < 5.0
+    # Selection-based: every method returns one of the question's existing answers, from that trajectory.
+    for row, group in zip(map(json.loads, (tmp_path / "perq.jsonl").read_text().splitlines()), pool.groups):
+        answers = {t.sample_id: t.answer for t in group.trajectories}
+        for name, pick in row["methods"].items():
+            assert answers[pick["sample_id"]] == pick["answer"], (name, pick)
     assert results["engine"]["model"]
 
 

@@ -67,7 +67,10 @@ class Fake:
                 self.wfile.write(data)
 
             def do_GET(self):
-                self._send(200, {"data": [{"id": "fake-model"}]})
+                if self.path == "/version":
+                    self._send(200, {"version": "0.0.fake"})
+                else:
+                    self._send(200, {"data": [{"id": "fake-model"}]})
 
             def do_POST(self):
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -158,6 +161,14 @@ def test_down_endpoint_error_names_url():
         _engine([url], connect_timeout=2)
 
 
+def test_make_engine_server_spec_checks_endpoints():
+    from trace_selector.rollout.engine import make_engine
+
+    url = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(InputError, match=f"vLLM server {url} is not reachable"):
+        make_engine(url, connect_timeout=2)
+
+
 def test_retries_then_succeeds():
     fake = Fake(failures=2, status=503)
     try:
@@ -167,6 +178,9 @@ def test_retries_then_succeeds():
         assert fake.calls == 3 and engine.stats.retries == 2
         assert engine.stats.cached_tokens == 3 and engine.stats.generated_tokens == 2
         assert engine.chat_token_ids([{"role": "user", "content": "hi"}]) == [ord(c) for c in "<user>hi<assistant>"]
+        info = engine.info()
+        assert info["vllm_version"] == "0.0.fake" and info["served_model"] == "fake-model"
+        assert info["stats"]["retries"] == 2
     finally:
         fake.close()
 
@@ -216,7 +230,7 @@ def test_real_server_matches_in_process_greedy(tmp_path):
     from trace_selector.rollout.server import serve
 
     port = _free_port()
-    with serve("smollm2-135m", port=port, max_model_len=1024, timeout=300, log_path=tmp_path / "serve.log") as server:
+    with serve("smollm2-135m", port=port, max_model_len=1024, timeout=900, log_path=tmp_path / "serve.log") as server:
         engine = ServerPoolEngine(ServerConfig(urls=[server.url], model="smollm2-135m", backoff=0.2))
         prompt = engine.chat_token_ids([{"role": "user", "content": "Name three colours."}])
         reqs = [GenRequest(prompt, max_tokens=16, temperature=0.0),

@@ -9,11 +9,14 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch_geometric.data import Batch
 
-from model_graphs import toy_graph
+from model_graphs import one_thread, toy_graph
 from trace_selector.cli import main
 from trace_selector.errors import InputError
 from trace_selector.hub import load_selector, publish, save_selector
 from trace_selector.model import ModelConfig, SelectorNet
+
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 @pytest.fixture()

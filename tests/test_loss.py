@@ -8,8 +8,12 @@ import pytest
 import torch
 
 from trace_selector.model.loss import LossConfig, group_logsumexp, pos_weight_of, selection_loss
+from model_graphs import one_thread
 
 LN2 = math.log(2.0)
+
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 def test_known_values_at_zero_scores():

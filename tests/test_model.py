@@ -8,10 +8,13 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from model_graphs import toy_graph
+from model_graphs import one_thread, toy_graph
 from trace_selector.errors import InputError
 from trace_selector.model import AnswerQFormer, ModelConfig, RelationalMeanConv, SelectorNet, TypeEncoder
 from trace_selector.model.qformer import group_softmax, match_pairs
+
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 def net(**kw) -> SelectorNet:

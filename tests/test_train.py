@@ -20,6 +20,8 @@ from trace_selector.selector import Selector
 from trace_selector.synthetic import SyntheticConfig, make_pool
 from trace_selector.train import TrainConfig, is_mixed, is_val_question, resolve_config, selected_correct, train
 
+from model_graphs import one_thread, toy_graph
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY = [
@@ -27,6 +29,9 @@ TINY = [
     "data.val_fraction=0.25", "data.batch_size=8", "model.encoder=bow", "model.embed_dim=32", "model.hidden=16",
     "model.layers=1", "optim.epochs=1", "trainer.accelerator=cpu", "trainer.progress_bar=false", "trainer.threads=1",
 ]
+
+
+_one_thread = pytest.fixture(autouse=True)(one_thread)
 
 
 def tiny_config(tmp_path: Path, *extra: str) -> TrainConfig:
@@ -110,7 +115,6 @@ def test_selected_correct_takes_first_argmax():
 
 def test_only_mixed_questions_train(tmp_path):
     from trace_selector.train import PoolDataModule
-    from model_graphs import toy_graph
 
     mixed, all_wrong = toy_graph(0, k=3), toy_graph(1, k=3)
     all_wrong["answer"].y = torch.zeros(3)

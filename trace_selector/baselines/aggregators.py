@@ -2,9 +2,14 @@
 
 Both are selection-based here: the model's output is mapped onto one of the existing answers
 (`llm.match_candidate`); an output that maps to none counts as a parse failure and the question
-falls back to the majority vote. Only answered trajectories are shown, numbered 1..m in sample_id
-order. A question whose answered trajectories all agree (one normalised answer) needs no call when
-`LLMConfig.skip_unanimous` is on: any selection-based aggregator would return that answer.
+falls back to the majority vote. With `LLMConfig.constrained` the final call may only write
+``<answer>`` + one of the candidate answers (`prompts.choice_regex`); the integrate prompts therefore
+ask for the answer alone, without a reasoning line (with a free reasoning-then-answer pattern,
+SmolLM2-135M's output matched no candidate on 4 of 4 SolAgg questions of the benchmark pool).
+
+Only answered trajectories are shown, numbered 1..m in sample_id order. A question whose answered
+trajectories all agree (one normalised answer) needs no call when `LLMConfig.skip_unanimous` is on:
+any selection-based aggregator would return that answer.
 
 Every call of a question is batched with the same stage of every other question, so a pool costs
 one engine batch for SolAgg and two (reports, then integrate) for SummAgg.

@@ -124,19 +124,19 @@ def prompt_version() -> str:
 
 
 # --- structured outputs ---------------------------------------------------------------------------
-# vLLM structured outputs (xgrammar) take a regex. The bounds are characters: small models otherwise
-# ramble inside <think> until max_tokens (SmolLM2-135M at T=1 did so in most turns; measured in
-# benchmarks/rollout_strategies.py), so the grammar closes the thought after THINK_CHARS. Compiling
-# the bounded regex takes about 2 s once per run (xgrammar caches it). Contents exclude "<" so a tag
-# cannot open inside another, and an argument must hold a non-space character.
-THINK_CHARS = 240
-ARG_CHARS = 100
+# vLLM structured outputs (xgrammar) take a regex. Small models ramble inside <think> until max_tokens
+# (SmolLM2-135M at T=1 did so in every turn of a smoke run), so the grammar bounds the thought and the
+# arguments in words. Bounding in characters ([^<]{0,240}) compiles in 3-5 s and hit vLLM's 5 s
+# regex-compilation timeout on a busy 2-core box; a bounded repetition of words compiles in ~0.1 s.
+# Contents exclude "<" so a tag cannot open inside another; an argument needs at least one word.
+THINK_WORDS = 40
+ARG_WORDS = 12
 
 
 def action_regex(actions: tuple[str, ...], think: bool = True, max_parallel: int = 1) -> str:
-    """Regex for one turn: bounded reasoning then exactly one action (or up to `max_parallel`
+    """Regex for one turn: a short thought then exactly one action (or up to `max_parallel`
     `<search>` tags, TIPEX structural parallelism)."""
-    content = f" ?[^<>\\n ][^<>\\n]{{0,{ARG_CHARS - 1}}}"
+    content = f"( ?[^<>\\s]+){{1,{ARG_WORDS}}} ?"
     alts = []
     for tag in actions:
         one = f"<{tag}>{content}</{tag}>"
@@ -144,7 +144,7 @@ def action_regex(actions: tuple[str, ...], think: bool = True, max_parallel: int
             one = f"{one}(\\n?{one}){{0,{max_parallel - 1}}}"
         alts.append(one)
     body = "(" + "|".join(alts) + ")"
-    return f"<think>[^<]{{0,{THINK_CHARS}}}</think>\\n?{body}" if think else body
+    return f"<think>(\\s?[^<\\s]+){{0,{THINK_WORDS}}}\\s?</think>\\n?{body}" if think else body
 
 
 def confidence_regex() -> str:

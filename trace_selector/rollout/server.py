@@ -195,18 +195,27 @@ class ServerPoolEngine(ChatTokenizerMixin):
         self.config = config
         self.dispatcher = Dispatcher(len(config.urls), config.dispatch)
         self.stats = EngineStats()
-        served = asyncio.run(self._check_endpoints())
+        served, versions = zip(*asyncio.run(self._check_endpoints()))
         self.served_model = served[0]
+        self.vllm_versions = sorted(set(v for v in versions if v))
         if len(set(served)) > 1:
             raise InputError(f"servers serve different models: {dict(zip(config.urls, served))}")
         self.model_name = config.model or self.served_model
         if tokenizer is None:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(resolve(self.model_name))
+            source = resolve(self.model_name)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(source)
+            except (OSError, ValueError) as err:
+                raise InputError(
+                    f"cannot load the tokenizer of '{source}' (served by {config.urls[0]}): {err}; "
+                    "pass the model folder or packaged name the servers run (ServerConfig.model / --model)"
+                ) from None
         self.tokenizer = tokenizer
 
-    async def _check_endpoints(self) -> list[str]:
+    async def _check_endpoints(self) -> list[tuple[str, str | None]]:
+        """(served model id, vLLM version or None) of every endpoint; `InputError` naming a dead one."""
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=self.config.connect_timeout * 3, connect=self.config.connect_timeout)
@@ -227,9 +236,17 @@ class ServerPoolEngine(ChatTokenizerMixin):
                 f"start one with `trace-selector serve --port {url.rsplit(':', 1)[-1]}`"
             ) from None
         try:
-            return data["data"][0]["id"]
+            model = data["data"][0]["id"]
         except (KeyError, IndexError, TypeError):
             raise InputError(f"vLLM server {url}: /v1/models lists no model") from None
+        version = None
+        try:  # vLLM-specific; other OpenAI-compatible servers may not have it
+            async with session.get(f"{url}/version") as resp:
+                if resp.status == 200:
+                    version = (await resp.json()).get("version")
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            pass
+        return model, version
 
     def generate(self, requests: list[GenRequest], progress: bool = False) -> list[GenResult]:
         if not requests:
@@ -311,7 +328,9 @@ class ServerPoolEngine(ChatTokenizerMixin):
             "model": self.model_name,
             "served_model": self.served_model,
             "urls": list(self.config.urls),
-            "logprobs_mode": LOGPROBS_MODE + " (as started by trace-selector serve)",
+            "vllm_version": ",".join(self.vllm_versions) or None,
+            # A client cannot read the server's mode; `serve()` starts servers in this one.
+            "logprobs_mode": LOGPROBS_MODE,
             "per_request_seeds": self.config.per_request_seeds,
             "config": asdict(self.config),
             "stats": self.stats.to_dict(),
