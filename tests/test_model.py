@@ -207,3 +207,23 @@ def test_builder_graphs_under_every_graph_option(options):
         n_answers = len({t.answer.lower() for t in pool.groups[int(g.question_id)].trajectories})
         assert s.shape == (n_answers if options.get("merge_answers") else g["answer"].num_nodes,)
     torch.testing.assert_close(model(Batch.from_data_list(graphs)), torch.cat(single), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["webqa", "browsing"])
+def test_bundled_pools_both_kinds_batch_and_train(kind):
+    from pathlib import Path
+
+    from trace_selector.graph import GraphOptions, build_graphs
+    from trace_selector.graph.encoder import HashEncoder
+    from trace_selector.model import selection_loss
+    from trace_selector.records import read_pool
+
+    pool = read_pool(Path(__file__).parent / "data" / f"{kind}_pool.jsonl")
+    graphs, _ = build_graphs(pool, HashEncoder(8), GraphOptions(kind=kind))
+    model = SelectorNet(ModelConfig(kind=kind, embed_dim=8, hidden=16, layers=2)).eval()
+    batch = Batch.from_data_list(graphs)
+    torch.testing.assert_close(model(batch), torch.cat([model(g) for g in graphs]), atol=1e-5, rtol=0)
+    model.train()
+    loss = selection_loss(model(batch), batch["answer"].y, batch["answer"].batch).total
+    loss.backward()
+    assert torch.isfinite(loss) and model.encoder.lins["query"].weight.grad is not None
