@@ -54,7 +54,7 @@ def run_hf(args, prompt_ids):
     from trace_selector.rollout.models import resolve
 
     torch.set_num_threads(args.threads)
-    dtype = {"auto": torch.float32, "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[args.dtype]
+    dtype = {"auto": torch.bfloat16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[args.dtype]
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(resolve(args.model), dtype=dtype).eval()
     load = time.perf_counter() - t0

@@ -63,12 +63,7 @@ def test_config_validation():
         VLLMConfig(kv_cache_gib=0)
 
 
-def test_dtype_auto_is_float32_on_cpu_only():
-    from trace_selector.rollout.engine import compute_dtype
-
-    assert compute_dtype("auto", on_cpu=True) == "float32"
-    assert compute_dtype("auto", on_cpu=False) == "auto"
-    assert compute_dtype("bfloat16", on_cpu=True) == "bfloat16"
+def test_dtype_is_checked():
     with pytest.raises(InputError, match="dtype must be one of"):
         VLLMConfig(dtype="fp8")
 
@@ -106,6 +101,7 @@ def test_generates_with_processed_logprobs(engine):
     info = engine.info()
     assert info["logprobs_mode"] == "processed_logprobs" and info["vllm_version"]
     assert info["stats"]["requests"] >= 3 and info["start_seconds"] > 0
+    assert info["dtype"] == "bfloat16"  # the packaged folder's dtype, kept by "auto"
 
 
 @pytest.mark.slow

@@ -40,8 +40,6 @@ from trace_selector.rollout.engine import (
     LOGPROBS_MODE,
     ChatTokenizerMixin,
     EngineStats,
-    compute_dtype,
-    is_cpu_build,
 )
 from trace_selector.rollout.generation import GenRequest, GenResult
 from trace_selector.rollout.models import resolve
@@ -224,7 +222,7 @@ class ServerPoolEngine(ChatTokenizerMixin):
         async with aiohttp.ClientSession(timeout=timeout) as session:
             return list(await asyncio.gather(*(self._served_model(session, u) for u in self.config.urls)))
 
-    async def _served_model(self, session, url: str) -> str:
+    async def _served_model(self, session, url: str) -> tuple[str, str | None]:
         import aiohttp
 
         try:
@@ -371,7 +369,7 @@ def server_command(
         "--logprobs-mode", LOGPROBS_MODE,
         "--enable-prompt-tokens-details",
         "--seed", str(seed),
-        "--dtype", compute_dtype(dtype, is_cpu_build()),
+        "--dtype", dtype,
     ]
 
 
