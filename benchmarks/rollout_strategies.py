@@ -55,9 +55,10 @@ def run_one(engine, toolbox, questions, cfg: RolloutConfig, workdir: Path, name:
 def table(title: str, rows: dict[str, dict], keys: list[str]) -> str:
     width = max(len(k) for k in keys) + 2
     names = list(rows)
-    lines = [title, " " * width + "".join(f"{n:>22}" for n in names)]
+    col = max(14, *(len(n) + 2 for n in names))
+    lines = [title, " " * width + "".join(f"{n:>{col}}" for n in names)]
     for k in keys:
-        cells = "".join(f"{str(rows[n].get(k)):>22}" for n in names)
+        cells = "".join(f"{str(rows[n].get(k)):>{col}}" for n in names)
         lines.append(f"{k:<{width}}{cells}")
     return "\n".join(lines)
 

@@ -55,7 +55,7 @@ def setting(engine, tmp_path_factory):
 RUNS = [
     ("standard", []),
     ("divinit", ["divinit.candidates=4", "divinit.max_tokens=48"]),
-    ("partial", ["partial.initial=1", "partial.top_steps=1", "partial.branches=1"]),
+    ("partial", ["partial.initial=1", "partial.top_steps=1", "partial.branches=1", "partial.min_step=0"]),
     ("replicas", ["replicas.mode=ohg", "replicas.max_tokens=64", "agent.max_parallel=2"]),
     ("standard", ["agent_kind=browsing", "agent.ask_confidence=true"]),
 ]

@@ -99,6 +99,7 @@ def test_select_steps_by_region():
     assert select_steps(rollouts, 2, "homogeneous") == [(0, 1), (1, 0)]
     assert select_steps(rollouts, 3, "mixed") == [(0, 1), (1, 0), (0, 0)]
     assert len(select_steps(rollouts, 10, "exploration")) == 3  # the step without logprobs never counts
+    assert select_steps(rollouts, 2, "reasoning", min_step=1) == [(0, 1)]
 
 
 # --- strategies on the fake engine -------------------------------------------------------------------

@@ -76,7 +76,7 @@ def test_rollout_writes_pool_meta_and_config(tmp_path, strategy):
     from trace_selector.rollout.partial import PartialConfig
 
     out = tmp_path / "pool.jsonl.gz"
-    report, _ = _run(out, strategy, **({"partial": PartialConfig(initial=1)} if strategy == "partial" else {}))
+    report, _ = _run(out, strategy, **({"partial": PartialConfig(initial=1, min_step=0)} if strategy == "partial" else {}))
     assert report.trajectories == 8 and report.generated_now == 8
     pool = read_pool(out)
     assert [g.question_id for g in pool.groups] == ["0", "1", "2", "3"]

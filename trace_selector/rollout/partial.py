@@ -12,7 +12,8 @@
    inherited. Branches record `parent_sample` and `branch_step`.
 5. Fresh rollouts fill the budget N = K when there are fewer branch points than asked for.
 
-Injected steps (DivInit) and steps without log-probabilities are never branch points.
+Injected steps (DivInit), steps without log-probabilities and (by default) the first step, whose
+branches would share only the initial prompt, are never branch points.
 """
 
 from __future__ import annotations
@@ -39,12 +40,17 @@ class PartialConfig:
     """b: branches per branch point."""
     region: Region = "exploration"
     """Which tokens' perplexity ranks the steps: reasoning | exploration | mixed | homogeneous."""
+    min_step: int = 1
+    """First step index that may be a branch point. A branch at step 0 shares only the initial prompt,
+    so it is a fresh rollout that saves nothing; 0 allows it anyway."""
 
     def __post_init__(self) -> None:
         if self.initial < 1:
             raise ValueError(f"initial must be >= 1, got {self.initial}")
         if self.top_steps < 0 or self.branches < 0:
             raise ValueError("top_steps and branches must be >= 0")
+        if self.min_step < 0:
+            raise ValueError(f"min_step must be >= 0, got {self.min_step}")
         if self.region not in ("reasoning", "exploration", "mixed", "homogeneous"):
             raise ValueError(f"region must be reasoning|exploration|mixed|homogeneous, got {self.region!r}")
 
@@ -69,13 +75,13 @@ def step_perplexity(step: Step) -> dict[str, float | None]:
     }
 
 
-def select_steps(rollouts: Sequence[Rollout], k: int, region: Region) -> list[tuple[int, int]]:
-    """Top-`k` (rollout index, step index) branch points by perplexity of `region` (highest first,
-    ties to the earlier rollout and step)."""
+def select_steps(rollouts: Sequence[Rollout], k: int, region: Region, min_step: int = 0) -> list[tuple[int, int]]:
+    """Top-`k` (rollout index, step index >= `min_step`) branch points by perplexity of `region`
+    (highest first, ties to the earlier rollout and step)."""
     scored: dict[str, list[tuple[float, int, int]]] = {"reasoning": [], "exploration": [], "homogeneous": []}
     for i, r in enumerate(rollouts):
         for j, step in enumerate(r.steps):
-            if not step.logprobs:
+            if j < min_step or not step.logprobs:
                 continue
             for name, value in step_perplexity(step).items():
                 if value is not None:
@@ -109,7 +115,7 @@ def run_partial(ctx: StrategyContext, questions: Sequence[QuestionLike],
     for q, group in zip(questions, groups):
         initial = list(group)
         room = ctx.k - m
-        points = select_steps(initial, min(cfg.top_steps, room // max(cfg.branches, 1)), cfg.region)
+        points = select_steps(initial, min(cfg.top_steps, room // max(cfg.branches, 1)), cfg.region, cfg.min_step)
         for i, j in points:
             for _ in range(cfg.branches):
                 child = initial[i].branch(j, len(group), toolbox)
