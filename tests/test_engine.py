@@ -61,6 +61,9 @@ def test_config_validation():
         VLLMConfig(gpu_memory_utilization=1.5)
     with pytest.raises(InputError, match="kv_cache_gib"):
         VLLMConfig(kv_cache_gib=0)
+    with pytest.raises(InputError, match="block_size must be a positive multiple of 16"):
+        VLLMConfig(block_size=20)
+    assert VLLMConfig(block_size=32).block_size == 32
 
 
 def test_dtype_is_checked():
