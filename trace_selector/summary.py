@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from statistics import mean
 from typing import Any
 
-from trace_selector.answers import exact_match, normalize_answer
+from trace_selector.answers import exact_match
 from trace_selector.records import ACTIONS, Pool, PoolMeta, QuestionGroup, Trajectory
 from trace_selector.recordfile import pool_format
 
@@ -99,13 +99,11 @@ def _correct(t: Trajectory, golden: list[str]) -> float | None:
 
 
 def majority_answer(trajectories: list[Trajectory]) -> Trajectory | None:
-    """First trajectory carrying the most frequent normalised non-empty answer (ties: first seen)."""
-    keys = [normalize_answer(t.answer) for t in trajectories]
-    counts = Counter(k for k in keys if k)
-    if not counts:
-        return None
-    best = max(counts.values())
-    return next(t for t, k in zip(trajectories, keys) if k and counts[k] == best)
+    """Majority-vote winner with the same tie rule as the `majority` baseline, so `validate` and
+    `evaluate` never disagree on a pool (imported late: baselines import records, which imports us)."""
+    from trace_selector.baselines.pick import vote
+
+    return vote(trajectories)[0]
 
 
 def _score(group: QuestionGroup) -> tuple[float, float, float, bool] | None:
