@@ -87,7 +87,15 @@ def test_strategy_end_to_end(engine, setting, tmp_path, strategy, extra):
     sampled = [s for g in pool.groups for t in g.trajectories for s in t.steps if s.raw_text and s.logprobs]
     assert all(len(s.logprobs) > 0 and s.prompt_tokens > 0 for s in sampled)
     if strategy == "partial":
-        assert any(t.parent_sample == 0 for g in pool.groups for t in g.trajectories)
+        # SmolLM2 sometimes answers without searching, and a rollout without a step has no branch
+        # point (the slot is then filled with a fresh rollout); with one, the single branch must exist.
+        for g in pool.groups:
+            parent = next(t for t in g.trajectories if t.sample_id == 0)
+            children = [t for t in g.trajectories if t.parent_sample is not None]
+            if any(s.logprobs and s.tool_start is not None for s in parent.steps):
+                assert [(t.parent_sample, t.branch_step) for t in children] == [(0, 0)]
+            else:
+                assert children == []
     if "agent_kind=browsing" in extra:
         assert all(t.style == "browsing" for g in pool.groups for t in g.trajectories)
         assert any(t.confidence is not None for g in pool.groups for t in g.trajectories)
