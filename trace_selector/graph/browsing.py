@@ -115,12 +115,7 @@ def plan_browsing(group: QuestionGroup, options: GraphOptions, report: DropRepor
         current: str | None = None
         for step in traj.steps:
             if is_search(step):
-                s = plan.add_node("subquery", step.content, t)
-                if prev is None:
-                    plan.add_edge(("query", "starts", "subquery"), q, s)
-                else:
-                    plan.add_edge(("subquery", "next", "subquery"), prev, s)
-                prev = s
+                s = prev = plan.add_subquery(step.content, t, q, prev)
                 for pos, doc in enumerate(step.documents):
                     if doc.url or doc.doc_id:
                         listed[canonical_url(doc.url or doc.doc_id)] = (s, rank_of(doc, pos))

@@ -133,6 +133,16 @@ class GraphPlan:
         s.append(src)
         d.append(dst)
 
+    def add_subquery(self, text: str, traj: int, query: int, prev: int | None) -> int:
+        """A subquery node chained in time: query-starts-> the first of a trajectory, then
+        subquery-next-> each later one (the same rule for both graph kinds)."""
+        s = self.add_node("subquery", text, traj)
+        if prev is None:
+            self.add_edge(("query", "starts", "subquery"), query, s)
+        else:
+            self.add_edge(("subquery", "next", "subquery"), prev, s)
+        return s
+
     def num_nodes(self, ntype: NodeType) -> int:
         return len(self.texts[ntype])
 

@@ -68,12 +68,7 @@ def plan_webqa(group: QuestionGroup, options: GraphOptions, report: DropReport |
         for step in traj.steps:
             if not returned(step):
                 continue
-            s = plan.add_node("subquery", step.content, t)
-            if prev is None:
-                plan.add_edge(("query", "starts", "subquery"), q, s)
-            else:
-                plan.add_edge(("subquery", "next", "subquery"), prev, s)
-            prev = s
+            s = prev = plan.add_subquery(step.content, t, q, prev)
             for pos, doc in enumerate(step.documents):
                 keys = content_keys(doc)
                 if options.merge_evidence:
