@@ -184,7 +184,7 @@ def test_context_limit_forces_answer():
     engine, agent = _agent(always_search, max_turns=10, max_context=1200, max_tokens=100)
     r = agent.start("9", "Longest river?", ["Nile"], 0)
     agent.run([r])
-    assert r.finish_reason in ("forced", "length")
+    assert r.finish_reason in ("forced", "context")
     assert all(len(q.prompt_token_ids) + q.max_tokens <= 1200 for q in engine.requests)
 
 
@@ -195,3 +195,21 @@ def test_agent_config_validation():
         AgentConfig(top_p=0)
     with pytest.raises(ValueError, match="max_context"):
         AgentConfig(max_context=100, max_tokens=160)
+
+
+def test_truncated_turns_are_counted_apart_from_invalid_actions():
+    from trace_selector.rollout.runner import action_stats
+
+    def rambles(prompt, request):  # first turn a URL too long for max_tokens, then a short answer
+        if turn_of(prompt) == 0:
+            return "<think>x</think><search>" + "https://example.org/" + "a" * 200 + "</search>"
+        return "<think>y</think><answer>Paris</answer>"
+
+    engine, agent = _agent(rambles, max_turns=3, max_tokens=60)
+    r = agent.start("0", QUESTIONS[0].question, ["Paris"], 0)
+    agent.run([r])
+    assert [s.action for s in r.steps] == ["invalid"] and r.answer == "Paris"
+    assert r.extra["truncated_turns"] == 1
+    stats = action_stats([r.to_trajectory()])
+    assert (stats["turns"], stats["invalid_turns"], stats["truncated_turns"]) == (2, 1, 1)
+    assert stats["valid_action_rate"] == 0.5 and stats["complete_turn_valid_rate"] == 1.0

@@ -144,3 +144,21 @@ def test_rollout_config_layers_and_validation(tmp_path):
         load_rollout_config(None, ["strategy=beam"])
     with pytest.raises(InputError, match="unknown key"):
         load_rollout_config(None, ["agent.turns=3"])
+
+
+def test_finished_pool_is_extended_not_overwritten(tmp_path):
+    _run(tmp_path / "ref.jsonl", model="fake")
+    out = tmp_path / "pool.jsonl"
+    _run(out, limit=2, model="fake")
+    assert _pairs(out) == [(q, s) for q in "01" for s in (0, 1)]
+    report, engine = _run(out, model="fake")  # a wider run: only the two new questions are generated
+    assert (report.resumed, report.generated_now) == (4, 4)
+    assert _pairs(out) == _pairs(tmp_path / "ref.jsonl")
+    assert read_meta(out).accounting["tool_calls"] == read_meta(tmp_path / "ref.jsonl").accounting["tool_calls"]
+    assert not shard_path(out).exists()
+    before = out.read_bytes()
+    with pytest.raises(InputError, match=r"pool.jsonl: exists with strategy='standard', this run has strategy='divinit'"):
+        _run(out, "divinit", model="fake")
+    with pytest.raises(InputError, match=r"exists with model='fake', this run has model='other'"):
+        _run(out, model="other")
+    assert out.read_bytes() == before and not shard_path(out).exists()

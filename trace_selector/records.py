@@ -140,7 +140,8 @@ class Trajectory:
     confidence: float | None = None
     """Stated confidence in [0, 1] if the agent was asked for one."""
     finish_reason: str | None = None
-    """"answer", "forced", "max_turns", "length", ... as recorded by the rollout."""
+    """"answer", "forced" (answered when told to), "no_answer", "length" (forced turn cut by max_tokens),
+    "context" (no room left for another turn), ... as recorded by the rollout."""
     parent_sample: int | None = None
     """For branched trajectories (partial rollout): the sample it was branched from."""
     branch_step: int | None = None

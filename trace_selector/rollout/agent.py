@@ -387,7 +387,7 @@ class Agent:
             self._force(r)
             room = self.cfg.max_context - len(r.prompt_ids)
         if room < self.cfg.max_tokens and r.phase in ("act", "forced"):
-            r.phase, r.finish_reason = "done", "length"
+            r.phase, r.finish_reason = "done", "context"
 
     def _force(self, r: Rollout) -> None:
         # Only the answer action is allowed now: a grammar enforces it, or (unstructured) the prompt
@@ -412,6 +412,10 @@ class Agent:
             r.phase = "done"
             return
         forced = r.phase == "forced"
+        if res.finish_reason == "length":
+            # A grammar cannot stop an action that is cut off by max_tokens (a 40-character "word" is
+            # still one word); such turns are counted apart from actions the model got wrong.
+            r.extra["truncated_turns"] = r.extra.get("truncated_turns", 0) + 1
         actions = ("answer",) if forced else self.actions
         parsed = parse_turn(r.prefill + res.text, actions, self.cfg.max_parallel)
         if parsed.tool_start is not None:

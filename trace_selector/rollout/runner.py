@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from trace_selector.errors import InputError
 from trace_selector.records import PoolMeta, Trajectory
 from trace_selector.rollout.agent import Accounting, Agent, AgentConfig
 from trace_selector.rollout.divinit import DivInitConfig, diversity
@@ -108,11 +109,17 @@ def action_stats(trajectories: list[Trajectory]) -> dict[str, Any]:
     turns = sum(int(t.extra.get("turns", len(t.steps) + 1)) for t in trajectories)
     invalid = sum(s.action == "invalid" for t in trajectories for s in t.steps)
     invalid += sum(t.finish_reason in ("no_answer", "length") for t in trajectories)
+    truncated = sum(int(t.extra.get("truncated_turns", 0)) for t in trajectories)
     reasons = Counter(t.finish_reason or "none" for t in trajectories)
     return {
         "turns": turns,
         "invalid_turns": invalid,
+        "truncated_turns": truncated,
         "valid_action_rate": round(1 - invalid / turns, 4) if turns else None,
+        # Among turns that ended on their own (not cut by max_tokens): with structured outputs this
+        # is 1.0 by construction, so anything lower points at the grammar or the parser.
+        "complete_turn_valid_rate": round(1 - max(invalid - truncated, 0) / (turns - truncated), 4)
+        if turns > truncated else None,
         "answered": sum(bool(t.answer) for t in trajectories),
         "finish_reasons": dict(sorted(reasons.items())),
     }
@@ -142,6 +149,8 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
     out = Path(out)
     t_start = time.perf_counter()
     writer = ShardWriter(out, cfg.k, coupled=cfg.strategy in COUPLED)
+    if out.exists() and not writer.path.exists():
+        writer.seed_from_pool(_extendable(out, cfg))
     done = writer.resume()
     resumed = len(writer.rows)
 
@@ -233,6 +242,30 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
     finally:
         if own_engine:
             engine.close()
+
+
+def _extendable(out: Path, cfg: RolloutConfig) -> Any:
+    """The finished pool at `out`, if this run may extend it: same setting, split, strategy, policy and
+    agent; anything else would mix two experiments in one file, so it is refused."""
+    from trace_selector.records import read_pool
+
+    pool = read_pool(out)
+    meta = pool.meta
+    if meta is None:
+        raise InputError(f"{out}: exists without a .meta.json sidecar; refusing to extend it "
+                         f"(choose another --out or delete it)")
+    want = {"setting": cfg.setting, "split": cfg.split, "strategy": cfg.strategy,
+            "agent_kind": cfg.agent_kind}
+    have = {"setting": meta.setting, "split": meta.split, "strategy": meta.strategy,
+            "agent_kind": meta.extra.get("agent_kind", cfg.agent_kind)}
+    model = meta.extra.get("engine", {}).get("model", meta.policy_model)
+    if model is not None:
+        want["model"], have["model"] = cfg.model, model
+    for key in want:
+        if str(want[key]) != str(have[key]):
+            raise InputError(f"{out}: exists with {key}={have[key]!r}, this run has {key}={want[key]!r}; "
+                             f"refusing to mix them in one pool (choose another --out or delete it)")
+    return pool
 
 
 def _checkpoint(base: dict[str, Any], acct: Accounting, stats: Counter, wall: float) -> dict[str, Any]:

@@ -13,6 +13,10 @@ flush + fsync. A kill therefore loses only in-flight groups. On restart `ShardWr
 
 `finalize` writes the pool and its ``.meta.json`` sidecar through `records.write_pool` (temp files +
 rename), then removes the shard.
+
+A finished pool can be extended (more questions, or more samples per question): `seed_from_pool`
+turns it back into a shard, with its accounting as the starting totals, before `resume`. The pool
+file itself is only replaced when the extended run finalizes.
 """
 
 from __future__ import annotations
@@ -86,6 +90,19 @@ class ShardWriter:
         for obj in rows:
             done[_qid(obj)].add(int(obj["sample_id"]))
         return dict(done)
+
+    def seed_from_pool(self, pool: Pool) -> None:
+        """Start the shard from a finished pool's trajectories and accounting (no shard must exist)."""
+        from trace_selector.records import trajectory_to_dict
+
+        if self.path.exists():
+            raise FileExistsError(f"{self.path}: a shard exists already; resume it instead")
+        self.rows = [trajectory_to_dict(t) for g in pool.groups for t in g.trajectories]
+        acct = dict(pool.meta.accounting) if pool.meta else {}
+        extra = pool.meta.extra if pool.meta else {}
+        self.checkpoint = {"accounting": acct, "stats": dict(extra.get("strategy_stats", {})),
+                           "wall_seconds": float(acct.get("wall_seconds", 0.0))}
+        self._rewrite()
 
     def _rewrite(self) -> None:
         from trace_selector.atomic import atomic_write
