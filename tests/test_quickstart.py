@@ -1,0 +1,50 @@
+"""The main job without its live stage: a saved selector and a small pool through `quickstart`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from model_graphs import one_thread
+from trace_selector.cli import main
+from trace_selector.hub import save_selector
+from trace_selector.model import ModelConfig, SelectorNet
+from trace_selector.quickstart import QuickstartConfig, quickstart
+
+POOL = Path(__file__).parent / "data" / "webqa_pool.jsonl"
+_one_thread = pytest.fixture(autouse=True)(one_thread)
+
+
+@pytest.fixture()
+def checkpoint(tmp_path):
+    torch.manual_seed(0)
+    net = SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash"))
+    return save_selector(net, tmp_path / "ckpt", setting="toy")
+
+
+def test_quickstart_evaluates_the_pool_and_writes_outputs(checkpoint, tmp_path, capsys):
+    out = tmp_path / "qs"
+    res = quickstart(QuickstartConfig(live_questions=0, checkpoint=str(checkpoint), test_pool=str(POOL),
+                                      out_dir=str(out)))
+    printed = capsys.readouterr().out
+    assert "| majority |" in printed and "| trace |" in printed and "done in" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert results["n_questions"] == 3 and set(results["methods"]) == {
+        "single", "majority", "weighted_token", "fewest_tools", "most_tools", "trace"}
+    assert results["methods"]["majority"]["em"] == pytest.approx(200 / 3, abs=0.05)
+    assert 0.0 <= results["methods"]["trace"]["em"] <= results["oracle_pass_at_k"]
+    assert (out / "budget.png").stat().st_size > 0 and len((out / "per_question.jsonl").read_text().splitlines()) == 3
+    assert set(res["timings"]) == {"evaluate the test pool", "total"}
+
+
+def test_quickstart_missing_artifacts_are_one_line_errors(checkpoint, tmp_path, capsys):
+    args = ["quickstart", "--live-questions", "0", "--out-dir", str(tmp_path / "qs")]
+    assert main([*args, "--checkpoint", str(tmp_path / "nope"), "--test-pool", str(POOL)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "nope: selector checkpoint not found" in err and "\n" not in err
+    assert main([*args, "--checkpoint", str(checkpoint), "--test-pool", "missing.jsonl.gz"]) == 1
+    assert "missing.jsonl.gz: test pool not found" in capsys.readouterr().err
+    assert not (tmp_path / "qs" / "results.json").exists()

@@ -1,0 +1,161 @@
+"""The main job: the whole path on the bundled default, in a few minutes on a 2-core machine.
+
+    trace-selector quickstart                      # live rollout + selection + test-pool evaluation
+    trace-selector quickstart --live-questions 0   # evaluation of the shipped test pool only
+
+Stages, each timed:
+
+1. prepare the bundled setting (cached after the first run; the policy model is assembled on first use);
+2. a short live rollout with vLLM on the first test questions (the shipped rollout recipe, fewer
+   questions and trajectories), so engine, agent, search and pool writer all run for real;
+3. the shipped selector scores those fresh trajectories (graph building, encoder, GNN + QFormer),
+   printed next to majority vote and the gold answers;
+4. the shipped test pool is evaluated with the fast methods and `trace`: the results table, a
+   budget-curve PNG, results.json and per-question picks in `out_dir`.
+
+Outputs of earlier runs are replaced only when a stage succeeds (every file is written atomically).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trace_selector.errors import InputError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""Source checkout the shipped pools and checkpoints live in (relative defaults resolve against it
+when they are not found from the working directory)."""
+
+
+@dataclass
+class QuickstartConfig:
+    """What the main job runs on; every path may be absolute or relative to the checkout."""
+
+    setting: str = "wikileads"
+    """Bundled search setting."""
+    recipe: str = "rollout/wikileads-standard.yaml"
+    """Rollout recipe of the live stage (the one the shipped pools were generated with)."""
+    model: str | None = None
+    """Policy model of the live stage (None: the recipe's)."""
+    live_questions: int = 3
+    """Test questions in the live rollout (0 skips stages 2 and 3)."""
+    live_k: int = 4
+    """Trajectories per question in the live rollout."""
+    checkpoint: str = "checkpoints/wikileads"
+    """Shipped selector (Hub-format folder; `trace-selector evaluate` also takes Hub repo ids)."""
+    test_pool: str = "data/pools/wikileads-test.jsonl.gz"
+    """Shipped test pool evaluated in stage 4."""
+    methods: list[str] = field(default_factory=lambda: [
+        "single", "majority", "weighted_token", "fewest_tools", "most_tools", "trace"])
+    """Methods of stage 4 (fast ones: no LLM calls)."""
+    out_dir: str = "runs/quickstart"
+    """Where the live pool, selections, results.json and the budget plot go."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.methods, str):
+            self.methods = [m.strip() for m in self.methods.split(",") if m.strip()]
+        if self.live_questions < 0 or self.live_k < 1:
+            raise ValueError("live_questions must be >= 0 and live_k >= 1")
+
+
+def locate(path: str, what: str) -> Path:
+    """`path` as given if it exists, else relative to the source checkout; a clear error otherwise."""
+    p = Path(path)
+    for candidate in (p, REPO_ROOT / p):
+        if candidate.exists():
+            return candidate
+    raise InputError(f"{path}: {what} not found (looked in {Path.cwd()} and {REPO_ROOT})")
+
+
+def _stage(name: str, timings: dict[str, float], start: float) -> None:
+    timings[name] = round(time.perf_counter() - start, 1)
+    print(f"[quickstart] {name}: {timings[name]:.1f} s", flush=True)
+
+
+def live_rollout(cfg: QuickstartConfig, out: Path) -> Path:
+    """Stage 2: a fresh pool of `live_questions` x `live_k` from the test split with a real engine."""
+    from trace_selector.rollout.runner import load_rollout_config, run_rollout
+    from trace_selector.rollout.writer import shard_path
+
+    rollout_cfg = load_rollout_config(locate(cfg.recipe, "rollout recipe"), [f"setting={cfg.setting}"],
+                                      split="test", limit=cfg.live_questions, k=cfg.live_k, model=cfg.model)
+    # A new draw each run (the point is to exercise generation), so an older live pool is not resumed.
+    for stale in (out, shard_path(out)):
+        stale.unlink(missing_ok=True)
+    report = run_rollout(rollout_cfg, out, progress=True)
+    print(report.to_text())
+    return out
+
+
+def compare_live(selector: Any, pool_path: Path, out: Path) -> list[dict[str, Any]]:
+    """Stage 3: the selector's pick and majority vote side by side for each live question."""
+    from trace_selector.answers import exact_match
+    from trace_selector.baselines.registry import build_fast
+    from trace_selector.records import read_pool
+    from trace_selector.selector import write_selections
+
+    pool = read_pool(pool_path)
+    selections = selector.select(pool)
+    write_selections(selections, out)
+    majority = build_fast("majority").select(pool.groups)
+    rows = []
+    for group, sel, maj in zip(pool.groups, selections, majority):
+        rows.append({
+            "question": group.question, "gold": group.golden_answers[0] if group.golden_answers else "",
+            "answers": [t.answer for t in group.trajectories], "trace": sel.answer, "majority": maj.answer,
+            "trace_ok": exact_match(sel.answer, group.golden_answers) if sel.sample_id is not None else 0.0,
+            "majority_ok": exact_match(maj.answer, group.golden_answers) if maj.answer else 0.0,
+        })
+    print("\n| question | gold | K answers | majority | trace |\n|---|---|---|---|---|")
+    for r in rows:
+        mark = {1.0: "ok", 0.0: "x"}
+        print(f"| {r['question'][:60]} | {r['gold']} | {' / '.join(a or '-' for a in r['answers'])} "
+              f"| {r['majority'] or '-'} ({mark[r['majority_ok']]}) | {r['trace'] or '-'} ({mark[r['trace_ok']]}) |")
+    return rows
+
+
+def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
+    """Run the main job; returns the stage timings and the evaluation results."""
+    from trace_selector import paths
+    from trace_selector.evaluate import EvalConfig, evaluate, format_table
+
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = str(locate(cfg.checkpoint, "selector checkpoint"))
+    test_pool = locate(cfg.test_pool, "test pool")
+
+    live = None
+    if cfg.live_questions:
+        start = time.perf_counter()
+        from trace_selector import setting
+
+        print(setting.prepare(cfg.setting), flush=True)
+        _stage("prepare the setting", timings, start)
+        start = time.perf_counter()
+        live = live_rollout(cfg, out_dir / "live.jsonl.gz")
+        _stage("live rollout (vLLM)", timings, start)
+
+    start = time.perf_counter()
+    from trace_selector.selector import Selector
+
+    selector = Selector.from_pretrained(checkpoint, cache_dir=paths.embeddings_dir())
+    if live is not None:
+        compare_live(selector, live, out_dir / "live-selections.jsonl")
+        _stage("select on the live pool", timings, start)
+
+    start = time.perf_counter()
+    results = evaluate(EvalConfig(pool=str(test_pool), methods=list(cfg.methods), checkpoint=checkpoint,
+                                  out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
+                                  per_question=str(out_dir / "per_question.jsonl")))
+    print()
+    print(format_table(results))
+    _stage("evaluate the test pool", timings, start)
+    timings["total"] = round(time.perf_counter() - t0, 1)
+    print(f"\n[quickstart] done in {timings['total']:.1f} s; results.json, budget.png and per_question.jsonl "
+          f"in {out_dir}/")
+    return {"timings": timings, "results": results}
