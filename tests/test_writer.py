@@ -162,3 +162,25 @@ def test_finished_pool_is_extended_not_overwritten(tmp_path):
     with pytest.raises(InputError, match=r"exists with model='fake', this run has model='other'"):
         _run(out, model="other")
     assert out.read_bytes() == before and not shard_path(out).exists()
+
+
+def test_rerun_with_nothing_left_finalizes_without_an_engine(tmp_path, monkeypatch):
+    out = tmp_path / "pool.jsonl"
+    ref, _ = _run(tmp_path / "ref.jsonl", model="fake")
+    calls = {"n": 0}
+    original = ShardWriter.finalize
+
+    def dying(self, order, meta):  # killed after the last group, before the pool was written
+        calls["n"] += 1
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ShardWriter, "finalize", dying)
+    with pytest.raises(KeyboardInterrupt):
+        _run(out, model="fake")
+    monkeypatch.setattr(ShardWriter, "finalize", original)
+    cfg = RolloutConfig(k=2, chunk_questions=1, model="fake", engine="vllm")
+    report = run_rollout(cfg, out, questions=QS, progress=False)  # engine=None: it must not start one
+    assert (report.resumed, report.generated_now) == (8, 0)
+    assert _pairs(out) == _pairs(tmp_path / "ref.jsonl")
+    meta = read_meta(out)
+    assert meta.extra["engine"]["model"] == "fake" and meta.logprob_mode == "processed_logprobs"

@@ -154,7 +154,20 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
     done = writer.resume()
     resumed = len(writer.rows)
 
-    own_engine = engine is None
+    setting = None
+    if questions is None or toolbox is None:
+        from trace_selector.setting import load_setting
+
+        setting = load_setting(cfg.setting)
+    if questions is None:
+        questions = setting.questions(cfg.split)
+    questions = questions[: cfg.limit] if cfg.limit else questions
+    order = [str(q.id) for q in questions]
+    todo = [(q, [s for s in range(cfg.k) if s not in done.get(str(q.id), set())]) for q in questions]
+    todo = [(q, ids) for q, ids in todo if ids]
+
+    # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
+    own_engine = engine is None and bool(todo)
     if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
         from trace_selector.rollout.engine import make_engine
 
@@ -164,53 +177,48 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
             options.setdefault("seed", cfg.seed)
         engine = make_engine(cfg.engine, model=cfg.model, **options)
     try:
-        setting = None
-        if questions is None or toolbox is None:
-            from trace_selector.setting import load_setting
-
-            setting = load_setting(cfg.setting)
-        if questions is None:
-            questions = setting.questions(cfg.split)
-        if toolbox is None:
+        if toolbox is None and todo:
             toolbox = _toolbox(cfg, setting)
-        questions = questions[: cfg.limit] if cfg.limit else questions
-        order = [str(q.id) for q in questions]
-        todo = [(q, [s for s in range(cfg.k) if s not in done.get(str(q.id), set())]) for q in questions]
-        todo = [(q, ids) for q, ids in todo if ids]
 
         accounting = Accounting()
         base = writer.checkpoint.get("accounting", {})
         base_stats = Counter(writer.checkpoint.get("stats", {}))
         base_wall = float(writer.checkpoint.get("wall_seconds", 0.0))
-        agent = Agent(engine, toolbox, cfg.agent, accounting)
-        ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
-                              positions={qid: i for i, qid in enumerate(order)})
-        run = strategies()[cfg.strategy]
-        bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
-                   desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
-
-        def on_batch(results: list[Any]) -> None:
-            secs = time.perf_counter() - t_start
-            bar.set_postfix(tok_s=f"{accounting.generated_tokens / max(secs, 1e-9):.1f}",
-                            cached=accounting.cached_tokens, refresh=False)
-            bar.refresh()
-
-        ctx.on_batch = on_batch
         generated_now = 0
-        for lo in range(0, len(todo), cfg.chunk_questions):
-            chunk = todo[lo: lo + cfg.chunk_questions]
-            groups = run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk])
-            for group in groups:
-                trajectories = [r.to_trajectory(toolbox.kind if toolbox.kind == "browsing" else "webqa")
-                                for r in sorted(group, key=lambda r: r.sample_id)]
-                writer.append_group(trajectories, _checkpoint(base, accounting, base_stats + ctx.stats,
-                                                              base_wall + time.perf_counter() - t_start))
-                generated_now += len(trajectories)
-                bar.update(len(trajectories))
-        bar.close()
-        agent.close()
+        stats: Counter = Counter()
+        if todo:
+            agent = Agent(engine, toolbox, cfg.agent, accounting)
+            ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
+                                  positions={qid: i for i, qid in enumerate(order)})
+            run = strategies()[cfg.strategy]
+            bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
+                       desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
 
-        final = _checkpoint(base, accounting, base_stats + ctx.stats, base_wall + time.perf_counter() - t_start)
+            def on_batch(results: list[Any]) -> None:
+                secs = time.perf_counter() - t_start
+                bar.set_postfix(tok_s=f"{accounting.generated_tokens / max(secs, 1e-9):.1f}",
+                                cached=accounting.cached_tokens, refresh=False)
+                bar.refresh()
+
+            ctx.on_batch = on_batch
+            engine_info = engine.info() if hasattr(engine, "info") else {}
+            engine_info.pop("stats", None)
+            for lo in range(0, len(todo), cfg.chunk_questions):
+                chunk = todo[lo: lo + cfg.chunk_questions]
+                groups = run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk])
+                for group in groups:
+                    trajectories = [r.to_trajectory(toolbox.kind if toolbox.kind == "browsing" else "webqa")
+                                    for r in sorted(group, key=lambda r: r.sample_id)]
+                    writer.append_group(trajectories, _checkpoint(base, accounting, base_stats + ctx.stats,
+                                                                  base_wall + time.perf_counter() - t_start,
+                                                                  engine_info))
+                    generated_now += len(trajectories)
+                    bar.update(len(trajectories))
+            bar.close()
+            agent.close()
+            stats = ctx.stats
+
+        final = _checkpoint(base, accounting, base_stats + stats, base_wall + time.perf_counter() - t_start)
         trajectories = writer.trajectories()
         groups_by_q: dict[str, list[Trajectory]] = {}
         for t in trajectories:
@@ -219,7 +227,8 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
         acct.update(wall_seconds=round(final["wall_seconds"], 3), trajectories=len(trajectories),
                     questions=len(groups_by_q), **diversity(list(groups_by_q.values())),
                     **action_stats(trajectories))
-        info = engine.info() if hasattr(engine, "info") else {}
+        # A finalize-only rerun has no engine: the engine that generated the shard describes the pool.
+        info = engine.info() if hasattr(engine, "info") else dict(writer.checkpoint.get("engine", {}))
         info.pop("stats", None)
         meta = PoolMeta(
             setting=cfg.setting, split=cfg.split, policy_model=str(info.get("model", cfg.model)),
@@ -268,12 +277,16 @@ def _extendable(out: Path, cfg: RolloutConfig) -> Any:
     return pool
 
 
-def _checkpoint(base: dict[str, Any], acct: Accounting, stats: Counter, wall: float) -> dict[str, Any]:
+def _checkpoint(base: dict[str, Any], acct: Accounting, stats: Counter, wall: float,
+                engine_info: dict[str, Any] | None = None) -> dict[str, Any]:
     # Cumulative over resumed runs: totals of earlier runs (from the shard) plus this run's.
     now = acct.to_dict()
     total = {k: round(base.get(k, 0) + v, 6) if isinstance(v, float) else base.get(k, 0) + v
              for k, v in now.items()}
-    return {"accounting": total, "stats": dict(stats), "wall_seconds": wall}
+    out = {"accounting": total, "stats": dict(stats), "wall_seconds": wall}
+    if engine_info:
+        out["engine"] = engine_info
+    return out
 
 
 def load_rollout_config(path: str | Path | None, overrides: list[str] | None = None,

@@ -101,7 +101,8 @@ class ShardWriter:
         acct = dict(pool.meta.accounting) if pool.meta else {}
         extra = pool.meta.extra if pool.meta else {}
         self.checkpoint = {"accounting": acct, "stats": dict(extra.get("strategy_stats", {})),
-                           "wall_seconds": float(acct.get("wall_seconds", 0.0))}
+                           "wall_seconds": float(acct.get("wall_seconds", 0.0)),
+                           "engine": dict(extra.get("engine", {}))}
         self._rewrite()
 
     def _rewrite(self) -> None:
