@@ -32,3 +32,24 @@ def test_python_dash_m_entry_point():
         [sys.executable, "-m", "trace_selector", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.startswith("trace-selector ")
+
+
+def test_sigterm_unwinds_like_ctrl_c(monkeypatch, capsys):
+    import os
+    import signal
+
+    import trace_selector.records as records
+
+    cleaned = []
+
+    def killed(path):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:
+            cleaned.append(path)  # what an engine's `finally: close()` relies on
+
+    monkeypatch.setattr(records, "summarize_pool", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["validate", "pool.jsonl"]) == 130
+    assert cleaned and "interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before

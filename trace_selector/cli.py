@@ -12,6 +12,7 @@ on stderr and exit code 1.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -285,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     command = next((x for x in argv if not x.startswith("-")), None)
     parser, handlers = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
+    # `kill` (SIGTERM) unwinds like Ctrl-C, so `finally` blocks shut vLLM's engine-core processes down
+    # instead of leaving them orphaned with their memory.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return handlers[args.command](args)
     except InputError as err:
@@ -293,6 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
