@@ -88,7 +88,18 @@ class PoolSummary:
         else:
             lines.append("accuracy (EM)    n/a (no question has gold answers or stored correctness)")
         if self.meta:
-            lines.append("metadata         " + ", ".join(f"{k}={v}" for k, v in self.meta.items()))
+            m = self.meta
+            keys = ("setting", "split", "policy_model", "strategy", "vllm_version", "logprob_mode", "seed")
+            lines.append("metadata         " + ", ".join(f"{k}={m[k]}" for k in keys if k in m))
+            samp = m.get("sampling", {})
+            if samp:
+                lines.append("sampling         " + ", ".join(f"{k}={v}" for k, v in samp.items()))
+            acct = m.get("accounting", {})
+            figures = [(k, acct[k]) for k in ("generated_tokens", "prompt_tokens", "cached_tokens", "tool_calls",
+                                               "wall_seconds", "valid_action_rate") if k in acct]
+            if figures:
+                lines.append("accounting       " + ", ".join(f"{k}={v}" for k, v in figures)
+                             + " (all fields: --json)")
         return "\n".join(lines)
 
 
