@@ -1,0 +1,107 @@
+"""TRACE vs majority vote and the ablations on real rollout pools (train on one pool, test on another).
+
+Every variant is trained with `trace-selector train`'s code path on the same training pool (question-
+hash validation split, best-validation checkpoint) for each seed, then scored on the test pool at its
+full K and at a smaller K (the first k trajectories per question). Baselines are the `evaluate`
+methods on the same questions, so the numbers line up with `trace-selector evaluate`.
+
+    .venv/bin/python benchmarks/pool_ablation.py --train-pool data/pools/wikileads-train.jsonl.gz \\
+        --test-pool data/pools/wikileads-test.jsonl.gz --seeds 3 --small-k 8
+    .venv/bin/python benchmarks/pool_ablation.py ... --variants full --keep runs/ablation   # keep the runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from trace_selector import paths
+from trace_selector.baselines.registry import build_fast
+from trace_selector.config import load_config
+from trace_selector.evaluate import restrict, score_pick
+from trace_selector.records import read_pool
+from trace_selector.selector import Selector
+from trace_selector.train import TrainConfig, train
+
+VARIANTS: dict[str, list[str]] = {
+    "full": [],
+    "no_gnn": ["model.layers=0"],
+    "no_cross": ["model.cross_trajectory=false"],
+    "fixed_query": ["model.readout=fixed"],
+    "merge_evidence": ["model.merge_evidence=true"],
+    "merge_answers": ["model.merge_answers=true"],
+}
+
+
+def em_of(groups, picks) -> float:
+    """EM in percent over all questions (a question without a pick counts as wrong)."""
+    return 100.0 * sum(score_pick(g, p)[0] for g, p in zip(groups, picks)) / max(len(groups), 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train-pool", required=True)
+    ap.add_argument("--test-pool", required=True)
+    ap.add_argument("--config", default="training/wikileads.yaml", help="training YAML the variants start from")
+    ap.add_argument("--variants", default="full,no_gnn,no_cross")
+    ap.add_argument("--seeds", type=int, default=3, help="training seeds per variant (mean and spread reported)")
+    ap.add_argument("--small-k", type=int, default=8, help="also score with the first k trajectories per question")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--keep", default=None, help="folder to keep the run folders in (default: a temp folder)")
+    ap.add_argument("overrides", nargs="*", help="extra training overrides for every variant (key=value)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    test = read_pool(args.test_pool)
+    full_k = max(len(g.trajectories) for g in test.groups)
+    sizes = [full_k] + ([args.small_k] if args.small_k < full_k else [])
+    views = {k: restrict(test.groups, k) for k in sizes}
+    rows: list[tuple[str, dict[int, list[float]], list[float], float]] = []
+    for name in ("single", "majority", "oracle"):
+        method = build_fast(name)
+        rows.append((name, {k: [em_of(v, method.select(v))] for k, v in views.items()}, [], 0.0))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.keep or tmp
+        for name in args.variants.split(","):
+            ems: dict[int, list[float]] = {k: [] for k in sizes}
+            vals, secs = [], []
+            for seed in range(args.seeds):
+                cfg = load_config(TrainConfig, args.config, [
+                    f"out_dir={out}", f"name={name}-{seed}", f"seed={seed}", f"data.train_pool={args.train_pool}",
+                    "trainer.progress_bar=false", f"trainer.threads={args.threads}", *VARIANTS[name], *args.overrides,
+                ])
+                t0 = time.perf_counter()
+                result = train(cfg)
+                secs.append(time.perf_counter() - t0)
+                vals.append(100.0 * (result.best_val_acc or 0.0))
+                selector = Selector.from_pretrained(result.selector_dir, cache_dir=paths.embeddings_dir())
+                for k, v in views.items():
+                    sel = selector.select(type(test)(groups=v, meta=test.meta))
+                    by_q = {s.question_id: s for s in sel}
+                    ems[k].append(100.0 * sum(float(by_q[g.question_id].correct or 0.0) for g in v) / len(v))
+                print(f"[{name} seed {seed}] " + ", ".join(f"EM@{k} {ems[k][-1]:.1f}" for k in sizes)
+                      + f", val {vals[-1]:.1f} ({secs[-1]:.0f} s)", flush=True)
+            rows.append((name, ems, vals, statistics.mean(secs)))
+
+    n_train = len(read_pool(args.train_pool).groups)
+    print(f"\ntrain pool {args.train_pool} ({n_train} questions); test pool {args.test_pool} "
+          f"({len(test.groups)} questions, K={full_k}); {args.seeds} seed(s) per variant; EM in percent")
+    head = " | ".join(f"EM@K={k}" for k in sizes)
+    print(f"| method | {head} | val acc | train s |\n|---|" + "---:|" * (len(sizes) + 2))
+    for name, ems, vals, sec in rows:
+        cells = []
+        for k in sizes:
+            xs = ems[k]
+            cells.append(f"{statistics.mean(xs):.1f}" + (f" ± {statistics.stdev(xs):.1f}" if len(xs) > 1 else ""))
+        val = f"{statistics.mean(vals):.1f}" if vals else "-"
+        print(f"| {name} | " + " | ".join(cells) + f" | {val} | {sec:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
