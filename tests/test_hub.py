@@ -97,3 +97,28 @@ def test_publish_without_network_is_one_line_error(saved, capsys):
     rc = main(["publish", "--checkpoint", str(out), "--repo-id", "me/sel", "--endpoint", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("error: publish me/sel") and err.count("\n") == 1
+
+
+def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
+    from pathlib import Path
+
+    from trace_selector.hub import EVAL_START, card_with_evaluation
+
+    card = "# card\n\ntext\n"
+    once = card_with_evaluation(card, "| a | 1 |")
+    twice = card_with_evaluation(once + "\nfooter\n", "| a | 2 |", command="trace-selector evaluate x")
+    assert once.count(EVAL_START) == 1 and "| a | 1 |" in once
+    assert twice.count(EVAL_START) == 1 and "| a | 2 |" in twice and "| a | 1 |" not in twice
+    assert twice.rstrip().endswith("footer") and "trace-selector evaluate x" in twice
+
+    _, ckpt = saved
+    pool = Path(__file__).parent / "data" / "webqa_pool.jsonl"
+    args = ["evaluate", "--pool", str(pool), "--methods", "majority,trace", "--checkpoint", str(ckpt),
+            "--out", str(tmp_path / "r.json"), "--no-budget", "--update-card"]
+    assert main(args) == 0
+    text = (ckpt / "README.md").read_text()
+    assert "| majority | 66.7 |" in text and "| trace |" in text and text.count(EVAL_START) == 1
+    assert "# TRACE selector: toy" in text  # the rest of the card is kept
+    assert main(["evaluate", "--pool", str(pool), "--methods", "majority", "--out", str(tmp_path / "r2.json"),
+                 "--update-card"]) == 1
+    assert "--update-card needs --checkpoint" in capsys.readouterr().err

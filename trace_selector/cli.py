@@ -103,6 +103,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
     p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. llm.agent_max_turns=3")
+    p.add_argument("--update-card", action="store_true",
+                   help="write the results table into the --checkpoint folder's model card (before publishing)")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.evaluate import evaluate, format_table, load_eval_config
@@ -110,8 +112,17 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
-        results = evaluate(load_eval_config(a.config, flags, a.set))
-        print(format_table(results))
+        cfg = load_eval_config(a.config, flags, a.set)
+        if a.update_card and not (cfg.checkpoint and Path(cfg.checkpoint, "README.md").is_file()):
+            raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
+        results = evaluate(cfg)
+        table = format_table(results)
+        print(table)
+        if a.update_card:
+            from trace_selector.hub import update_card
+
+            command = "trace-selector evaluate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["evaluate"] else None
+            print(f"model card updated: {update_card(cfg.checkpoint, table, command)}")
         return 0
 
     return run

@@ -94,6 +94,35 @@ def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
     return out
 
 
+EVAL_START = "<!-- trace-selector:evaluation -->"
+EVAL_END = "<!-- /trace-selector:evaluation -->"
+
+
+def card_with_evaluation(card: str, table: str, command: str | None = None) -> str:
+    """`card` with its evaluation section set to `table` (Markdown from `evaluate.format_table`):
+    replaced in place when the card has one already, else appended, so reruns never stack up."""
+    body = "## Evaluation\n\n" + (f"```bash\n{command}\n```\n\n" if command else "") + table.strip() + "\n"
+    section = f"{EVAL_START}\n{body}{EVAL_END}\n"
+    if EVAL_START in card and EVAL_END in card:
+        head, rest = card.split(EVAL_START, 1)
+        tail = rest.split(EVAL_END, 1)[1].lstrip("\n")
+        return head + section + tail
+    return card.rstrip("\n") + "\n\n" + section
+
+
+def update_card(checkpoint: str | Path, table: str, command: str | None = None) -> Path:
+    """Write an evaluation table into a local checkpoint's model card (atomically)."""
+    from trace_selector.atomic import atomic_write
+
+    path = Path(checkpoint) / CARD
+    if not path.is_file():
+        raise InputError(f"{checkpoint}: no {CARD} model card to update (is it a local checkpoint folder?)")
+    text = card_with_evaluation(path.read_text(encoding="utf-8"), table, command)
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return path
+
+
 def _resolve(path_or_repo: str | Path, revision: str | None, cache_dir: str | Path | None,
              token: str | bool | None, local_files_only: bool) -> Path:
     path = Path(path_or_repo).expanduser()
