@@ -26,16 +26,7 @@ from trace_selector.config import load_config
 from trace_selector.evaluate import restrict, score_pick
 from trace_selector.records import read_pool
 from trace_selector.selector import Selector
-from trace_selector.train import TrainConfig, train
-
-VARIANTS: dict[str, list[str]] = {
-    "full": [],
-    "no_gnn": ["model.layers=0"],
-    "no_cross": ["model.cross_trajectory=false"],
-    "fixed_query": ["model.readout=fixed"],
-    "merge_evidence": ["model.merge_evidence=true"],
-    "merge_answers": ["model.merge_answers=true"],
-}
+from trace_selector.train import ABLATIONS, TrainConfig, train
 
 
 def em_of(groups, picks) -> float:
@@ -74,7 +65,7 @@ def main() -> None:
             for seed in range(args.seeds):
                 cfg = load_config(TrainConfig, args.config, [
                     f"out_dir={out}", f"name={name}-{seed}", f"seed={seed}", f"data.train_pool={args.train_pool}",
-                    "trainer.progress_bar=false", f"trainer.threads={args.threads}", *VARIANTS[name], *args.overrides,
+                    "trainer.progress_bar=false", f"trainer.threads={args.threads}", *ABLATIONS[name], *args.overrides,
                 ])
                 t0 = time.perf_counter()
                 result = train(cfg)

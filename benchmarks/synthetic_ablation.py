@@ -23,16 +23,7 @@ from trace_selector.graph import build_graphs
 from trace_selector.hub import load_selector
 from trace_selector.selector import graph_options, score_graphs, selections_from_scores
 from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
-from trace_selector.train import PoolDataModule, TrainConfig, is_val_question, train
-
-VARIANTS: dict[str, list[str]] = {
-    "full": [],
-    "no_gnn": ["model.layers=0"],
-    "no_cross": ["model.cross_trajectory=false"],
-    "fixed_query": ["model.readout=fixed"],
-    "merge_evidence": ["model.merge_evidence=true"],
-    "merge_answers": ["model.merge_answers=true"],
-}
+from trace_selector.train import ABLATIONS, PoolDataModule, TrainConfig, is_val_question, train
 
 
 def majority(group) -> str:
@@ -49,7 +40,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--seeds", type=int, default=1, help="training seeds per variant (mean reported)")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(ABLATIONS))
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -71,7 +62,7 @@ def main() -> None:
                 cfg = load_config(TrainConfig, "training/synthetic.yaml", [
                     f"out_dir={out}", f"name={name}-{seed}", f"seed={seed}", f"model.hidden={args.hidden}",
                     f"model.layers={args.layers}", f"optim.epochs={args.epochs}", "trainer.progress_bar=false",
-                    f"trainer.threads={args.threads}", *VARIANTS[name],
+                    f"trainer.threads={args.threads}", *ABLATIONS[name],
                 ])
                 opts = graph_options(cfg.model)
                 split = [g for g in train_pool.groups if not is_val_question(g.question, 0.2)]

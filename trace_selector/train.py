@@ -34,6 +34,16 @@ from trace_selector.model import LossConfig, ModelConfig, SelectorNet, selection
 from trace_selector.records import Pool, QuestionGroup
 from trace_selector.synthetic import SyntheticConfig
 
+ABLATIONS: dict[str, list[str]] = {
+    "full": [],
+    "no_gnn": ["model.layers=0"],
+    "no_cross": ["model.cross_trajectory=false"],
+    "fixed_query": ["model.readout=fixed"],
+    "merge_evidence": ["model.merge_evidence=true"],
+    "merge_answers": ["model.merge_answers=true"],
+}
+"""The model variants of the ablation tables, as training-config overrides."""
+
 
 @dataclass
 class DataConfig:
