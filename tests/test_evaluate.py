@@ -159,7 +159,8 @@ class FakeSelector:
     calls: list = []
 
     @classmethod
-    def from_pretrained(cls, path):
+    def from_pretrained(cls, path, cache_dir=None):
+        assert cache_dir is not None  # evaluate keeps embeddings on disk, like `select`
         cls.calls.append(("load", path))
         return cls()
 

@@ -75,6 +75,9 @@ class EvalConfig:
     """Include LLM methods in the budget curve (one full rerun per subset and size)."""
     seed: int = 0
     """Seed of the budget-curve subsets."""
+    threads: int | None = None
+    """torch CPU threads for the selector (None: torch's default). One thread is often faster for these
+    small graphs when other work shares the cores."""
     confidence: ConfidenceConfig = field(default_factory=ConfidenceConfig)
     """DeepConf token-confidence settings (``weighted_token``)."""
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -92,6 +95,8 @@ class EvalConfig:
             raise ValueError("a method is listed twice")
         if self.k is not None and self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.budget_subsets < 1:
             raise ValueError(f"budget_subsets must be >= 1, got {self.budget_subsets}")
 
@@ -161,7 +166,10 @@ class TraceMethod:
             self.reason = f"selector unavailable ({err})"
             return
         t0 = time.perf_counter()
-        self.selector = Selector.from_pretrained(checkpoint)
+        from trace_selector import paths
+
+        # The on-disk embedding cache: a pool evaluated twice (or scored by `select`) is encoded once.
+        self.selector = Selector.from_pretrained(checkpoint, cache_dir=paths.embeddings_dir())
         self.load_seconds = time.perf_counter() - t0
 
     def check(self, groups: Sequence[QuestionGroup]) -> str | None:
@@ -303,6 +311,10 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
         if not cfg.pool:
             raise InputError("evaluate: no pool given")
         pool = read_pool(cfg.pool)
+    if cfg.threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
     groups = restrict(pool.groups, cfg.k)
     k = cfg.k or max((len(g.trajectories) for g in groups), default=0)
     methods, skipped, engine = build_methods(cfg, pool)
@@ -364,6 +376,8 @@ def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Que
                     em, f1 = score_pick(g, p)
                     row["methods"][name] = {"sample_id": p.sample_id, "answer": p.answer, "em": em, "f1": f1,
                                             "correct": em == 1.0, "fallback": p.fallback}
+                    if p.scores:
+                        row["methods"][name]["scores"] = {str(k): round(v, 6) for k, v in p.scores.items()}
                     if p.extra:  # model output, agent actions, rubric scores: what to read when a method errs
                         row["methods"][name]["details"] = p.extra
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -373,12 +387,11 @@ def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Que
 
 def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str = "") -> None:
     """One line per method (EM vs k, log2 x axis) and a dashed oracle pass@k line, as a PNG."""
-    import matplotlib
+    # A bare Figure renders with Agg without touching pyplot's global backend (a notebook keeps its own).
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
     for name, points in curve.items():
         ks = sorted(points, key=int)
         oracle = name == "oracle_pass_at_k"
@@ -393,7 +406,6 @@ def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str
     fig.tight_layout()
     with atomic_write(path, "wb") as fh:
         fig.savefig(fh, format="png", dpi=120)
-    plt.close(fig)
 
 
 def format_table(results: dict[str, Any]) -> str:
