@@ -51,6 +51,8 @@ class QuickstartConfig:
     methods: list[str] = field(default_factory=lambda: [
         "single", "majority", "weighted_token", "fewest_tools", "most_tools", "trace"])
     """Methods of stage 4 (fast ones: no LLM calls)."""
+    budget_subsets: int = 4
+    """Random subsets per k in the budget curve (each is one selector pass over the pool)."""
     out_dir: str = "runs/quickstart"
     """Where the live pool, selections, results.json and the budget plot go."""
 
@@ -149,9 +151,11 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
         _stage("select on the live pool", timings, start)
 
     start = time.perf_counter()
+    # One torch thread: the graphs are small, and OpenMP threads contending for 2 cores were 10x slower.
     results = evaluate(EvalConfig(pool=str(test_pool), methods=list(cfg.methods), checkpoint=checkpoint,
                                   out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
-                                  per_question=str(out_dir / "per_question.jsonl")))
+                                  per_question=str(out_dir / "per_question.jsonl"),
+                                  budget_subsets=cfg.budget_subsets, threads=1))
     print()
     print(format_table(results))
     _stage("evaluate the test pool", timings, start)
