@@ -12,6 +12,7 @@ on stderr and exit code 1.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -308,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `trace-selector validate pool | head`: the reader left, not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
 
