@@ -13,6 +13,7 @@ methods on the same questions, so the numbers line up with `trace-selector evalu
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -24,7 +25,7 @@ from trace_selector import paths
 from trace_selector.baselines.registry import build_fast
 from trace_selector.config import load_config
 from trace_selector.evaluate import restrict, score_pick
-from trace_selector.records import read_pool
+from trace_selector.records import Pool, read_pool
 from trace_selector.selector import Selector
 from trace_selector.train import ABLATIONS, TrainConfig, train
 
@@ -34,20 +35,51 @@ def em_of(groups, picks) -> float:
     return 100.0 * sum(score_pick(g, p)[0] for g, p in zip(groups, picks)) / max(len(groups), 1)
 
 
+def train_variant(name: str, seed: int, args: argparse.Namespace, out: str) -> tuple[Path, float, float]:
+    """(selector folder, best validation accuracy in percent, train seconds); a finished run in `out`
+    (its selector/ exists) is reused, so an interrupted benchmark resumes."""
+    cfg = load_config(TrainConfig, args.config, [
+        f"out_dir={out}", f"name={name}-{seed}", f"seed={seed}", f"data.train_pool={args.train_pool}",
+        "trainer.progress_bar=false", f"trainer.threads={args.threads}", *ABLATIONS[name], *args.overrides,
+    ])
+    done = cfg.run_dir / "ablation.json"
+    if done.is_file():
+        saved = json.loads(done.read_text())
+        return cfg.run_dir / "selector", saved["val"], saved["seconds"]
+    t0 = time.perf_counter()
+    result = train(cfg)
+    secs = time.perf_counter() - t0
+    val = 100.0 * (result.best_val_acc or 0.0)
+    done.write_text(json.dumps({"val": val, "seconds": secs}))
+    return result.selector_dir, val, secs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train-pool", required=True)
-    ap.add_argument("--test-pool", required=True)
+    ap.add_argument("--test-pool", default=None, help="pool to score on (without it: train only, e.g. while it is generated)")
     ap.add_argument("--config", default="training/wikileads.yaml", help="training YAML the variants start from")
     ap.add_argument("--variants", default="full,no_gnn,no_cross")
     ap.add_argument("--seeds", type=int, default=3, help="training seeds per variant (mean and spread reported)")
     ap.add_argument("--small-k", type=int, default=8, help="also score with the first k trajectories per question")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--keep", default=None, help="folder to keep the run folders in (default: a temp folder)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--keep", default=None, help="folder for the run folders, reused on a rerun (default: a temp folder)")
     ap.add_argument("overrides", nargs="*", help="extra training overrides for every variant (key=value)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.keep or tmp
+        runs: dict[str, list[tuple[Path, float, float]]] = {}
+        for name in args.variants.split(","):
+            for seed in range(args.seeds):
+                runs.setdefault(name, []).append(train_variant(name, seed, args, out))
+                print(f"[{name} seed {seed}] val {runs[name][-1][1]:.1f} ({runs[name][-1][2]:.0f} s)", flush=True)
+        if args.test_pool:
+            report(args, runs)
+
+
+def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, float]]]) -> None:
     test = read_pool(args.test_pool)
     full_k = max(len(g.trajectories) for g in test.groups)
     sizes = [full_k] + ([args.small_k] if args.small_k < full_k else [])
@@ -56,29 +88,15 @@ def main() -> None:
     for name in ("single", "majority", "oracle"):
         method = build_fast(name)
         rows.append((name, {k: [em_of(v, method.select(v))] for k, v in views.items()}, [], 0.0))
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = args.keep or tmp
-        for name in args.variants.split(","):
-            ems: dict[int, list[float]] = {k: [] for k in sizes}
-            vals, secs = [], []
-            for seed in range(args.seeds):
-                cfg = load_config(TrainConfig, args.config, [
-                    f"out_dir={out}", f"name={name}-{seed}", f"seed={seed}", f"data.train_pool={args.train_pool}",
-                    "trainer.progress_bar=false", f"trainer.threads={args.threads}", *ABLATIONS[name], *args.overrides,
-                ])
-                t0 = time.perf_counter()
-                result = train(cfg)
-                secs.append(time.perf_counter() - t0)
-                vals.append(100.0 * (result.best_val_acc or 0.0))
-                selector = Selector.from_pretrained(result.selector_dir, cache_dir=paths.embeddings_dir())
-                for k, v in views.items():
-                    sel = selector.select(type(test)(groups=v, meta=test.meta))
-                    by_q = {s.question_id: s for s in sel}
-                    ems[k].append(100.0 * sum(float(by_q[g.question_id].correct or 0.0) for g in v) / len(v))
-                print(f"[{name} seed {seed}] " + ", ".join(f"EM@{k} {ems[k][-1]:.1f}" for k in sizes)
-                      + f", val {vals[-1]:.1f} ({secs[-1]:.0f} s)", flush=True)
-            rows.append((name, ems, vals, statistics.mean(secs)))
+    for name, trained in runs.items():
+        ems: dict[int, list[float]] = {k: [] for k in sizes}
+        for seed, (selector_dir, _, _) in enumerate(trained):
+            selector = Selector.from_pretrained(selector_dir, cache_dir=paths.embeddings_dir())
+            for k, v in views.items():
+                by_q = {s.question_id: s for s in selector.select(Pool(groups=v, meta=test.meta))}
+                ems[k].append(100.0 * sum(float(by_q[g.question_id].correct or 0.0) for g in v) / len(v))
+            print(f"[{name} seed {seed}] " + ", ".join(f"EM@{k} {ems[k][-1]:.1f}" for k in sizes), flush=True)
+        rows.append((name, ems, [r[1] for r in trained], statistics.mean(r[2] for r in trained)))
 
     n_train = len(read_pool(args.train_pool).groups)
     print(f"\ntrain pool {args.train_pool} ({n_train} questions); test pool {args.test_pool} "
