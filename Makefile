@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/trace-selector data prepare --setting wikileads
+	$(BIN)/trace-selector quickstart
 
 test: setup
 	$(BIN)/trace-selector data prepare --setting wikileads >/dev/null
