@@ -13,7 +13,8 @@ Stages, each timed:
 4. the shipped test pool is evaluated with the fast methods and `trace`: the results table, a
    budget-curve PNG, results.json and per-question picks in `out_dir`.
 
-Outputs of earlier runs are replaced only when a stage succeeds (every file is written atomically).
+Each output file is written atomically. The live pool is the exception to keeping earlier outputs: it
+is deleted and drawn anew on every run, since exercising generation is its point.
 """
 
 from __future__ import annotations
