@@ -226,18 +226,22 @@ def _select(p: argparse.ArgumentParser) -> Handler:
 
 
 def _quickstart(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--live-questions", type=int, default=3, help="test questions in the live vLLM rollout (0: skip it; default 3)")
-    p.add_argument("--live-k", type=int, default=4, help="trajectories per live question (default 4)")
+    from trace_selector.quickstart import QuickstartConfig  # light: the defaults live in one place
+
+    d = QuickstartConfig()
+    p.add_argument("--live-questions", type=int, default=None, help=f"test questions in the live vLLM rollout (0: skip it; default {d.live_questions})")
+    p.add_argument("--live-k", type=int, default=None, help=f"trajectories per live question (default {d.live_k})")
     p.add_argument("--model", default=None, help="policy model of the live rollout (default: the recipe's)")
-    p.add_argument("--checkpoint", default="checkpoints/wikileads", help="selector folder (default: the shipped one)")
-    p.add_argument("--test-pool", default="data/pools/wikileads-test.jsonl.gz", help="pool to evaluate (default: the shipped test pool)")
-    p.add_argument("--out-dir", default="runs/quickstart", help="output folder (default runs/quickstart)")
+    p.add_argument("--checkpoint", default=None, help=f"selector folder (default: the shipped {d.checkpoint})")
+    p.add_argument("--test-pool", default=None, help=f"pool to evaluate (default: the shipped {d.test_pool})")
+    p.add_argument("--out-dir", default=None, help=f"output folder (default {d.out_dir})")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.quickstart import QuickstartConfig, quickstart
+        from trace_selector.quickstart import quickstart
 
-        quickstart(QuickstartConfig(live_questions=a.live_questions, live_k=a.live_k, model=a.model,
-                                    checkpoint=a.checkpoint, test_pool=a.test_pool, out_dir=a.out_dir))
+        given = {k: v for k, v in vars(a).items()
+                 if k in ("live_questions", "live_k", "model", "checkpoint", "test_pool", "out_dir") and v is not None}
+        quickstart(QuickstartConfig(**given))
         return 0
 
     return run
