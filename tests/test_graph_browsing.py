@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
+from trace_selector.errors import InputError
 from trace_selector.graph import GraphOptions, build_graph, build_graphs
 from trace_selector.graph.browsing import is_evidence, is_search, page_url
 from trace_selector.graph.encoder import HashEncoder
@@ -137,3 +139,10 @@ def test_evidence_rules():
     # a find without a recorded URL reads the current page
     assert page_url(Step("find", "p", "L3: some line"), "https://wiki.org/x") == "https://wiki.org/x"
     assert page_url(Step("open", "HTTP://A.org:80/b", "text"), None) == "http://a.org/b"
+
+
+def test_kind_mismatch_names_the_selector_the_pool_needs():
+    with pytest.raises(InputError, match=r"question 'b1': the pool is browsing-style but webqa graphs .*model.kind=browsing"):
+        build_graphs([group()], HashEncoder(8), GraphOptions(kind="webqa"))
+    graphs, _ = build_graphs([group()], HashEncoder(8), GraphOptions(kind="browsing"))
+    assert len(graphs) == 1

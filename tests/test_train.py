@@ -15,7 +15,7 @@ import yaml
 from trace_selector.cli import main
 from trace_selector.config import load_config
 from trace_selector.errors import InputError
-from trace_selector.records import write_pool
+from trace_selector.records import Document, Pool, QuestionGroup, Step, Trajectory, write_pool
 from trace_selector.selector import Selector
 from trace_selector.synthetic import SyntheticConfig, make_pool
 from trace_selector.train import TrainConfig, is_mixed, is_val_question, resolve_config, selected_correct, train
@@ -136,9 +136,10 @@ def test_config_validation(tmp_path):
 
 
 def test_shipped_training_configs_resolve():
-    for name in ("wikileads", "synthetic"):
+    for name, setting, kind in [("wikileads", "wikileads", "webqa"), ("wikileads-browsing", "wikileads", "browsing"),
+                                ("synthetic", "synthetic", "webqa")]:
         cfg = load_config(TrainConfig, ROOT / "training" / f"{name}.yaml", ["data.train_pool=x.jsonl"])
-        assert cfg.setting == name
+        assert (cfg.setting, cfg.model.kind) == (setting, kind)
 
 
 @pytest.mark.slow
@@ -161,3 +162,42 @@ def test_wandb_offline_logging(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     result = train(tiny_config(tmp_path, "optim.max_steps=2", "trainer.wandb=true", "trainer.wandb_offline=true"))
     assert list((result.run_dir / "wandb").glob("offline-run-*"))
+
+
+def browsing_pool(questions: int) -> Pool:
+    """Browsing-style questions whose right answer is the one read on an opened page."""
+    groups = []
+    for q in range(questions):
+        right, wrong = (f"Alice{q}", f"Bob{q}") if q % 2 else (f"Bob{q}", f"Alice{q}")
+        page = f"URL: https://wiki.org/X{q}\nTitle: X{q}\nL0: X{q} was founded by {right}."
+        trajs = []
+        for s in range(4):
+            answer = right if s % 2 == 0 else wrong
+            steps = [Step("search", f"X{q} founder", documents=[Document(rank=1, title=f"X{q}", text="snippet", url=f"https://wiki.org/X{q}")])]
+            if answer == right:
+                steps.append(Step("open", f"https://wiki.org/X{q}", page, [Document(rank=1, title=f"X{q}", text=page, url=f"https://wiki.org/X{q}")]))
+            trajs.append(Trajectory(f"b{q}", f"Who founded X{q}?", s, answer, steps, [right], style="browsing"))
+        groups.append(QuestionGroup(f"b{q}", f"Who founded X{q}?", [right], trajs))
+    return Pool(groups)
+
+
+def test_browsing_selector_trains_selects_and_refuses_webqa_pools(tmp_path, capsys):
+    write_pool(browsing_pool(16), tmp_path / "browse.jsonl")
+    args = ["setting=toy", "name=browse", "data.source=pool", f"data.train_pool={tmp_path / 'browse.jsonl'}",
+            "data.val_fraction=0.25", "data.batch_size=4", "model.kind=browsing", "model.encoder=hash",
+            "model.embed_dim=16", "model.hidden=16", "model.layers=1", "optim.max_steps=4",
+            "trainer.accelerator=cpu", "trainer.progress_bar=false", "trainer.threads=1", f"out_dir={tmp_path}",
+            f"data.graph_cache={tmp_path / 'cache'}"]
+    assert main(["train", *args]) == 0
+    selector = Selector.from_pretrained(tmp_path / "browse" / "selector")
+    assert selector.net.config.kind == "browsing"
+    picks = selector.select(browsing_pool(3))
+    assert [p.question_id for p in picks] == ["b0", "b1", "b2"]
+
+    write_pool(make_pool(SyntheticConfig(questions=2, k=6)), tmp_path / "webqa.jsonl")
+    capsys.readouterr()
+    rc = main(["select", "--checkpoint", str(tmp_path / "browse" / "selector"), "--pool", str(tmp_path / "webqa.jsonl"),
+               "--out", str(tmp_path / "sel.jsonl")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "webqa-style but browsing graphs were asked for" in err
+    assert not (tmp_path / "sel.jsonl").exists()

@@ -70,8 +70,9 @@ def build_graphs(
     for group in groups:
         report.questions += 1
         report.trajectories += len(group.trajectories)
+        planner = _planner(options.resolve_kind(group))  # a style mismatch fails the pool, not one question
         try:
-            plan = plan_graph(group, options, report)
+            plan = planner(group, options, report)
         except InputError:
             report.empty_questions.append(group.question_id)
             continue
