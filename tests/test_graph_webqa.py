@@ -79,7 +79,8 @@ def test_counts_by_hand():
 def test_vote_features_count_retained_only():
     data = build_graph(group(), HashEncoder(8))
     # "Paris" and "the Paris!" agree; the dropped trajectory 4 also says Paris but does not count.
-    expected = [[math.log1p(2), 2 / 3], [math.log1p(2), 2 / 3], [math.log1p(1), 1 / 3]]
+    # Each answer also occurs in its own trajectory's passages: Paris in T0's and T1's, Lyon in T2's.
+    expected = [[math.log1p(2), 2 / 3, 1, 2 / 3], [math.log1p(2), 2 / 3, 1, 2 / 3], [math.log1p(1), 1 / 3, 1, 1 / 3]]
     assert torch.allclose(data["answer"].vote, torch.tensor(expected))
 
 
@@ -134,7 +135,7 @@ def test_merge_answers():
     assert data["answer"].traj.tolist() == [0, 1]
     assert data["answer"].sample_id.tolist() == [0, 2]
     assert data.answers == ["Paris", "Lyon"]
-    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(2), 2 / 3], [math.log1p(1), 1 / 3]]))
+    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(2), 2 / 3, 1, 2 / 3], [math.log1p(1), 1 / 3, 1, 1 / 3]]))
     # nodes carry their candidate index: T1's nodes now read out into candidate 0
     assert data["subquery"].traj.tolist() == [0, 0, 0, 1]
     assert data["chunk"].traj.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
@@ -219,3 +220,15 @@ def test_pool_without_graphs_never_encodes():
     empty = QuestionGroup("q2", "other?", ["x"], [traj(0, "", [], qid="q2")])
     graphs, report = build_graphs([empty], Refuse())
     assert graphs == [] and report.empty_questions == ["q2"] and report.dropped["no_answer"] == 1
+
+
+def test_grounding_features_whole_words_own_and_shared():
+    trajs = [
+        traj(0, "Seine", [Step("search", "river", documents=docs(C))]),          # read by itself
+        traj(1, "Seine", [Step("search", "museum", documents=docs(D))]),         # read only by T0
+        traj(2, "Pari", [Step("search", "capital", documents=docs(A))]),         # "Pari" is no word of "Paris"
+        traj(3, "Europe.", [Step("search", "country", documents=docs(B))]),      # punctuation normalised away
+    ]
+    data = build_graph(QuestionGroup("q1", trajs[0].question, ["Paris"], trajs), HashEncoder(8))
+    own_and_share = data["answer"].vote[:, 2:].tolist()
+    assert own_and_share == [[1.0, 0.25], [0.0, 0.25], [0.0, 0.0], [1.0, 0.25]]

@@ -91,6 +91,21 @@ def test_vote_projection_starts_at_zero():
     assert torch.count_nonzero(model.vote.weight) == 0
 
 
+def test_grounding_columns_are_read_only_when_enabled():
+    assert ModelConfig().grounding and not ModelConfig.from_json({"kind": "webqa"}).grounding  # pre-grounding checkpoints
+    g = toy_graph(0, k=3)
+    g2 = g.clone()
+    g2["answer"].vote[:, 2:] = 1.0 - g2["answer"].vote[:, 2:]
+    for grounding, same in [(False, True), (True, False)]:
+        torch.manual_seed(0)
+        model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, grounding=grounding))
+        with torch.no_grad():
+            model.vote.weight.normal_()
+        model.eval()
+        assert model.vote.in_features == (4 if grounding else 2)
+        assert torch.allclose(model(g), model(g2)) is same
+
+
 def test_reset_parameters_restores_initial_state():
     model = net()
     before = {k: v.clone() for k, v in model.state_dict().items()}

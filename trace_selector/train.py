@@ -41,6 +41,7 @@ ABLATIONS: dict[str, list[str]] = {
     "fixed_query": ["model.readout=fixed"],
     "merge_evidence": ["model.merge_evidence=true"],
     "merge_answers": ["model.merge_answers=true"],
+    "no_grounding": ["model.grounding=false"],
 }
 """The model variants of the ablation tables, as training-config overrides."""
 

@@ -23,7 +23,7 @@ import torch
 
 from trace_selector.answers import exact_match, normalize_answer
 from trace_selector.errors import InputError
-from trace_selector.graph.schema import GraphSchema
+from trace_selector.graph.schema import VOTE_FEATURES, GraphSchema
 from trace_selector.records import Document, QuestionGroup, Trajectory
 from trace_selector.types import EdgeType, NodeType
 
@@ -120,7 +120,7 @@ class GraphPlan:
         self.texts: dict[NodeType, list[str | None]] = {t: [] for t in schema.node_types}
         self.traj: dict[NodeType, list[int]] = {t: [] for t in schema.node_types}
         self.edges: dict[EdgeType, tuple[list[int], list[int]]] = {e: ([], []) for e in schema.edge_types}
-        self.vote: list[tuple[float, float]] = []
+        self.vote: list[tuple[float, float, float, float]] = []
         self.y: list[float] = []
         self.sample_id: list[int] = []
         self.answers: list[str] = []
@@ -183,16 +183,34 @@ def label(traj: Trajectory, golden_answers: list[str]) -> float:
     return math.nan
 
 
-def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory], merge: bool) -> None:
-    """Answer nodes for the kept trajectories, with vote features log1p(c), c/R and labels.
+def evidence_words(traj: Trajectory) -> str:
+    """Everything `traj` read (retrieved passages, opened pages, find results), normalised like
+    answers and padded with spaces, so ``f" {answer} " in evidence_words(t)`` is a whole-word test."""
+    parts: list[str] = []
+    for step in traj.steps:
+        if step.documents:
+            parts.extend(passage_text(d) for d in step.documents)
+        elif step.search_result:
+            parts.append(step.search_result)
+    return f" {normalize_answer(' '.join(parts))} "
 
-    c counts kept trajectories with the same normalised answer, R = len(kept). With `merge`, one
-    node per distinct normalised answer (first-seen order; the first trajectory's sample id, raw
-    answer and label), and every node's `traj` is relabelled to its candidate index.
+
+def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory], merge: bool) -> None:
+    """Answer nodes for the kept trajectories, with vote features and labels.
+
+    Vote features per candidate: log1p(c), c/R, own, g/R. c counts kept trajectories with the same
+    normalised answer and R = len(kept); own is 1 if the answer occurs as whole words in the
+    evidence its trajectory read, g counts kept trajectories whose evidence contains it. With
+    `merge`, one node per distinct normalised answer (first-seen order; the first trajectory's
+    sample id, raw answer and label; own if any of its trajectories read it), and every node's
+    `traj` is relabelled to its candidate index.
     """
     norm = [normalize_answer(t.answer) for t in kept]
     counts = Counter(norm)
     total = plan.kept = len(kept)
+    evidence = [evidence_words(t) for t in kept]
+    read = [f" {a} " in e for a, e in zip(norm, evidence)]
+    grounded_any = {a for a, r in zip(norm, read) if r}
     slot: dict[str, int] = {}
     mapping: list[int] = []
     for k, (traj, a) in enumerate(zip(kept, norm)):
@@ -203,7 +221,9 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
         slot[a] = idx
         mapping.append(idx)
         c = counts[a]
-        plan.vote.append((math.log1p(c), c / total))
+        own = float(a in grounded_any) if merge else float(read[k])
+        g = sum(f" {a} " in e for e in evidence)
+        plan.vote.append((math.log1p(c), c / total, own, g / total))
         plan.y.append(label(traj, group.golden_answers))
         plan.sample_id.append(traj.sample_id)
         plan.answers.append(traj.answer)
@@ -294,7 +314,7 @@ def materialize(plan: GraphPlan, rows: dict[str, int], table: torch.Tensor):
         src, dst = plan.edges[etype]
         data[etype].edge_index = torch.tensor([src, dst], dtype=torch.long).view(2, -1)
     cand = data[plan.schema.candidate_type]
-    cand.vote = torch.tensor(plan.vote, dtype=torch.float32).view(-1, 2)
+    cand.vote = torch.tensor(plan.vote, dtype=torch.float32).view(-1, VOTE_FEATURES)
     cand.y = torch.tensor(plan.y, dtype=torch.float32)
     cand.sample_id = torch.tensor(plan.sample_id, dtype=torch.long)
     data.question_id = plan.question_id

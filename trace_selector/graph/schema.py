@@ -10,8 +10,10 @@ Per-graph tensors (``HeteroData``), for both kinds:
                                 nodes); answer node k has traj k. Under the merge_answers ablation
                                 traj is the candidate index instead, and under merge_evidence a
                                 node shared by several trajectories has -1
-  data["answer"].vote [A, 2]    log1p(c), c/R: c = trajectories with the same normalised answer, R =
-                                retained trajectories of the question
+  data["answer"].vote [A, 4]    log1p(c), c/R, own, g/R: c = trajectories with the same normalised
+                                answer, R = retained trajectories of the question, own = 1 if the
+                                answer occurs (whole words, normalised) in what its trajectory read,
+                                g = trajectories whose evidence contains it (graph/plan.py)
   data["answer"].y    [A]       float 0/1 correctness (NaN if unknown)
   data["answer"].sample_id [A]  long, the trajectory's sample_id in the pool
   data.question_id    str       and data.answers: list[str] (raw answer per candidate, in order)
@@ -22,6 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_selector.types import EdgeType, NodeType
+
+VOTE_FEATURES = 4
+"""Columns of ``data["answer"].vote``; the first two are the plain vote (checkpoints without
+grounding read only those)."""
 
 MAX_RANK = 5
 """Rank relations rank_1..rank_5; retrieved items below rank 5 share the rank_5 relation."""

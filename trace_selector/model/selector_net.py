@@ -23,7 +23,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import Tensor, nn
 
 from trace_selector.errors import InputError
-from trace_selector.graph.schema import SCHEMAS, GraphSchema
+from trace_selector.graph.schema import SCHEMAS, VOTE_FEATURES, GraphSchema
 from trace_selector.model.layers import RelationalMeanConv, TypeEncoder, scatter_mean
 from trace_selector.model.qformer import AnswerQFormer
 from trace_selector.types import EdgeType, NodeType
@@ -66,6 +66,10 @@ class ModelConfig:
     """Graphs were built with same-content evidence merged into one node (ablation)."""
     merge_answers: bool = False
     """Graphs were built with same-normalised-answer candidates merged (ablation)."""
+    grounding: bool = True
+    """Answer nodes also see whether their answer occurs in the evidence their trajectory read and
+    in how many trajectories' evidence (graph/schema.py, vote columns 3-4); False reads only the
+    plain vote (ablation, and what checkpoints saved before this field get)."""
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEMAS:
@@ -95,6 +99,8 @@ class ModelConfig:
                 f"{where}: unknown model config key(s) {', '.join(unknown)} "
                 "(saved by a newer trace-selector? upgrade the package)"
             )
+        # Checkpoints older than the grounding features were trained without them.
+        data = {"grounding": False, **data}
         try:
             return cls(**data)
         except (TypeError, ValueError) as err:
@@ -110,8 +116,9 @@ class SelectorNet(
     r"""Scores each candidate answer of a question from its query-evidence graph.
 
     1. Per-type input encoders map frozen embeddings [N_t, D] to [N_t, H]; answer nodes add a
-       zero-initialised projection of their vote features (log1p(c), c/R), so training starts from
-       the text alone and learns how much to trust the vote.
+       zero-initialised projection of their vote features (log1p(c), c/R and, with `grounding`,
+       whether the answer occurs in the evidence read), so training starts from the text alone and
+       learns how much to trust the vote.
     2. L `RelationalMeanConv` layers update the process nodes (subquery/chunk or evidence/document).
     3. `AnswerQFormer`: each candidate's initial state attends over its own trajectory's final
        readout-node states.
@@ -140,7 +147,7 @@ class SelectorNet(
         h = config.hidden
         learned = tuple(t for t in ("document",) if t in self.schema.node_types)
         self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
-        self.vote = nn.Linear(2, h)
+        self.vote = nn.Linear(VOTE_FEATURES if config.grounding else 2, h)
         self.convs = nn.ModuleList(
             RelationalMeanConv(h, self.schema.edge_types, self.schema.process_types, config.dropout)
             for _ in range(config.layers)
@@ -196,11 +203,11 @@ class SelectorNet(
 
         Shapes:
             x_dict[t] [N_t, D], edge_index_dict[r] [2, E_r], traj_dict[t] / batch_dict[t] [N_t] (long),
-            vote [A, 2] -> [A].
+            vote [A, 4] (graph/schema.py; only the first 2 columns without grounding) -> [A].
         """
         cand_type = self.schema.candidate_type
         h = self.encoder(x_dict)
-        answer0 = h[cand_type] + self.vote(vote)
+        answer0 = h[cand_type] + self.vote(vote[:, : self.vote.in_features])
         h[cand_type] = answer0
         if not self.config.cross_trajectory:
             edge_index_dict = {et: e for et, e in edge_index_dict.items() if et not in self.schema.cross_types}
