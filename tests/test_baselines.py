@@ -15,9 +15,15 @@ from trace_selector.baselines.confidence import (
 from trace_selector.baselines.heuristics import Oracle, ToolCount, tool_calls
 from trace_selector.baselines.pick import vote
 from trace_selector.baselines.registry import ALL_METHODS, build_fast
-from trace_selector.baselines.voting import Majority, Single, stated_confidence_vote, token_confidence_vote
+from trace_selector.baselines.voting import (
+    Majority,
+    Single,
+    grounded_vote,
+    stated_confidence_vote,
+    token_confidence_vote,
+)
 from trace_selector.evaluate import score_pick
-from trace_selector.records import QuestionGroup, Step, Trajectory
+from trace_selector.records import Document, QuestionGroup, Step, Trajectory
 
 
 def traj(sid, answer, n_search=0, conf=None, lps=None, final_lps=None, invalid=0, qid="q"):
@@ -71,6 +77,25 @@ def test_single_is_mean_over_all_k():
     assert f1 == pytest.approx((1 + 2 / 3) / 4)
     [p] = Single().select([group(gold=("x",))])
     assert score_pick(group(gold=("x",)), p) == (0.0, 0.0)
+
+
+# --- grounded vote --------------------------------------------------------------------------------
+
+def read(sid, answer, passage):
+    step = Step("search", "q", documents=[Document(rank=1, title="T", text=passage)])
+    return Trajectory("q", "Q?", sid, answer, steps=[step])
+
+
+def test_grounded_vote_prefers_answers_found_in_their_own_evidence():
+    g = group(read(0, "London", "Paris is the capital."), read(1, "London", "Lyon is big."),
+              read(2, "Paris", "Paris is the capital."), read(3, "Pari", "Paris is the capital."))
+    [p] = grounded_vote().select([g])
+    assert (p.sample_id, p.answer) == (2, "Paris")  # the one grounded answer outvotes two ungrounded Londons
+    assert p.scores == {0: 1e-3, 1: 1e-3, 2: 1.0, 3: 1e-3}  # "pari" is not a whole word of the passage
+    assert Majority().select([g])[0].answer == "London"
+    # Nothing grounded: the plain majority decides.
+    [p] = grounded_vote().select([group(read(0, "Rome", "x"), read(1, "Oslo", "y"), read(2, "Oslo", "z"))])
+    assert p.answer == "Oslo"
 
 
 # --- weighted by stated confidence --------------------------------------------------------------
@@ -222,7 +247,7 @@ def test_oracle_and_browsing_correct_flags():
 
 
 def test_registry_knows_every_named_method():
-    for name in ("single", "majority", "weighted_stated", "weighted_token", "fewest_tools", "most_tools",
+    for name in ("single", "majority", "weighted_stated", "weighted_token", "grounded_vote", "fewest_tools", "most_tools",
                  "solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks", "trace"):
         assert name in ALL_METHODS
     with pytest.raises(ValueError, match="unknown fast method"):

@@ -13,12 +13,18 @@ from trace_selector.baselines.confidence import CONF_SCORES, ConfidenceConfig
 from trace_selector.baselines.heuristics import Oracle, ToolCount
 from trace_selector.baselines.llm import Chat
 from trace_selector.baselines.pick import Method
-from trace_selector.baselines.voting import Majority, Single, stated_confidence_vote, token_confidence_vote
+from trace_selector.baselines.voting import (
+    Majority,
+    Single,
+    grounded_vote,
+    stated_confidence_vote,
+    token_confidence_vote,
+)
 
 FAST_METHODS: tuple[str, ...] = (
     "single", "majority", "weighted_stated", "weighted_token",
     *(f"weighted_token_{s}" for s in CONF_SCORES),
-    "fewest_tools", "most_tools", "oracle",
+    "grounded_vote", "fewest_tools", "most_tools", "oracle",
 )
 """Methods without a model. ``weighted_token`` uses `ConfidenceConfig.score`; ``weighted_token_<score>``
 fixes the score (mean, tail, bottom10, lowest) for the DeepConf variants side by side."""
@@ -40,6 +46,7 @@ def build_fast(name: str, conf: ConfidenceConfig | None = None) -> Method:
         "majority": Majority,
         "weighted_stated": stated_confidence_vote,
         "weighted_token": lambda: token_confidence_vote(conf),
+        "grounded_vote": grounded_vote,
         "fewest_tools": lambda: ToolCount(fewest=True),
         "most_tools": lambda: ToolCount(fewest=False),
         "oracle": Oracle,

@@ -1,5 +1,5 @@
-"""Voting baselines: single rollout (expectation), majority vote, and votes weighted by stated or
-token confidence.
+"""Voting baselines: single rollout (expectation), majority vote, votes weighted by stated or token
+confidence, and the grounded vote (answers found in the evidence their trajectory read).
 
 All votes use `pick.vote` (normalised answers, empty answers never vote, ties to the answer whose
 first trajectory has the smallest sample_id). Weighted votes need a signal the pool may not have:
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from trace_selector.baselines.confidence import ConfidenceConfig, token_logprobs, trajectory_confidence
 from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
+from trace_selector.evidence import is_grounded
 from trace_selector.records import QuestionGroup, Trajectory
 
 
@@ -124,3 +125,16 @@ def token_confidence_vote(cfg: ConfidenceConfig | None = None, name: str = "weig
         return None if lps is None else math.exp(trajectory_confidence(lps, cfg))
 
     return WeightedVote(name, weight, "pool has no token log-probabilities (Step.logprobs / final_logprobs)", cfg.keep_top)
+
+
+UNGROUNDED_WEIGHT = 1e-3
+"""Vote of a trajectory whose answer is not in its evidence: small enough that 16 of them lose to one
+grounded answer, non-zero so that they still decide among themselves when nothing is grounded."""
+
+
+def grounded_vote() -> WeightedVote:
+    """Majority vote among trajectories whose answer occurs in the evidence they read (`evidence`);
+    the plain majority among the rest only when no answer is grounded."""
+    return WeightedVote(
+        "grounded_vote", lambda t: 1.0 if is_grounded(t) else UNGROUNDED_WEIGHT, "pool has no trajectories"
+    )

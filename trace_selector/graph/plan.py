@@ -23,6 +23,7 @@ import torch
 
 from trace_selector.answers import exact_match, normalize_answer
 from trace_selector.errors import InputError
+from trace_selector.evidence import evidence_words, mentions
 from trace_selector.graph.schema import VOTE_FEATURES, GraphSchema
 from trace_selector.records import Document, QuestionGroup, Trajectory
 from trace_selector.types import EdgeType, NodeType
@@ -183,18 +184,6 @@ def label(traj: Trajectory, golden_answers: list[str]) -> float:
     return math.nan
 
 
-def evidence_words(traj: Trajectory) -> str:
-    """Everything `traj` read (retrieved passages, opened pages, find results), normalised like
-    answers and padded with spaces, so ``f" {answer} " in evidence_words(t)`` is a whole-word test."""
-    parts: list[str] = []
-    for step in traj.steps:
-        if step.documents:
-            parts.extend(passage_text(d) for d in step.documents)
-        elif step.search_result:
-            parts.append(step.search_result)
-    return f" {normalize_answer(' '.join(parts))} "
-
-
 def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory], merge: bool) -> None:
     """Answer nodes for the kept trajectories, with vote features and labels.
 
@@ -209,7 +198,7 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
     counts = Counter(norm)
     total = plan.kept = len(kept)
     evidence = [evidence_words(t) for t in kept]
-    read = [f" {a} " in e for a, e in zip(norm, evidence)]
+    read = [mentions(e, a) for a, e in zip(norm, evidence)]
     grounded_any = {a for a, r in zip(norm, read) if r}
     slot: dict[str, int] = {}
     mapping: list[int] = []
@@ -222,7 +211,7 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
         mapping.append(idx)
         c = counts[a]
         own = float(a in grounded_any) if merge else float(read[k])
-        g = sum(f" {a} " in e for e in evidence)
+        g = sum(mentions(e, a) for e in evidence)
         plan.vote.append((math.log1p(c), c / total, own, g / total))
         plan.y.append(label(traj, group.golden_answers))
         plan.sample_id.append(traj.sample_id)
