@@ -242,3 +242,14 @@ def test_bundled_pools_both_kinds_batch_and_train(kind):
     loss = selection_loss(model(batch), batch["answer"].y, batch["answer"].batch).total
     loss.backward()
     assert torch.isfinite(loss) and model.encoder.lins["query"].weight.grad is not None
+
+
+def test_vote_prior_adds_a_linear_vote_term():
+    g = toy_graph(0, k=3)
+    with_prior, without = net(), net(vote_prior=False)
+    assert ModelConfig.from_json({}).vote_prior is False and without.prior is None
+    assert torch.allclose(with_prior(g), without(g))  # the prior starts at zero
+    with torch.no_grad():
+        with_prior.prior.weight.fill_(1.0)
+        with_prior.prior.bias.fill_(0.5)
+    assert torch.allclose(with_prior(g) - without(g), g["answer"].vote.sum(1) + 0.5, atol=1e-5)

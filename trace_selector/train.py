@@ -42,6 +42,7 @@ ABLATIONS: dict[str, list[str]] = {
     "merge_evidence": ["model.merge_evidence=true"],
     "merge_answers": ["model.merge_answers=true"],
     "no_grounding": ["model.grounding=false"],
+    "no_prior": ["model.vote_prior=false"],
 }
 """The model variants of the ablation tables, as training-config overrides."""
 

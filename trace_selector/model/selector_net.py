@@ -70,6 +70,10 @@ class ModelConfig:
     """Answer nodes also see whether their answer occurs in the evidence their trajectory read and
     in how many trajectories' evidence (graph/schema.py, vote columns 3-4); False reads only the
     plain vote (ablation, and what checkpoints saved before this field get)."""
+    vote_prior: bool = True
+    """Add a linear score term of the vote features to the cosine score, so "trust the (grounded)
+    vote" is one weight away instead of having to pass through the GNN and the QFormer; it starts at
+    zero. False: cosine score only (ablation, and checkpoints saved before this field)."""
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEMAS:
@@ -99,8 +103,8 @@ class ModelConfig:
                 f"{where}: unknown model config key(s) {', '.join(unknown)} "
                 "(saved by a newer trace-selector? upgrade the package)"
             )
-        # Checkpoints older than the grounding features were trained without them.
-        data = {"grounding": False, **data}
+        # Checkpoints older than these fields were trained without what they switch on.
+        data = {"grounding": False, "vote_prior": False, **data}
         try:
             return cls(**data)
         except (TypeError, ValueError) as err:
@@ -123,7 +127,7 @@ class SelectorNet(
     3. `AnswerQFormer`: each candidate's initial state attends over its own trajectory's final
        readout-node states.
     4. score = min(exp(eta), max_scale) * cos(P_q h_query, P_a z_answer), eta initialised to
-       log(init_scale).
+       log(init_scale), plus w . vote + b with `vote_prior` (w, b start at zero).
 
     Args:
         config: a `ModelConfig` or its JSON dict (as stored in ``config.json``).
@@ -148,6 +152,7 @@ class SelectorNet(
         learned = tuple(t for t in ("document",) if t in self.schema.node_types)
         self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
         self.vote = nn.Linear(VOTE_FEATURES if config.grounding else 2, h)
+        self.prior = nn.Linear(self.vote.in_features, 1) if config.vote_prior else None
         self.convs = nn.ModuleList(
             RelationalMeanConv(h, self.schema.edge_types, self.schema.process_types, config.dropout)
             for _ in range(config.layers)
@@ -162,6 +167,9 @@ class SelectorNet(
         self.encoder.reset_parameters()
         nn.init.zeros_(self.vote.weight)
         nn.init.zeros_(self.vote.bias)
+        if self.prior is not None:
+            nn.init.zeros_(self.prior.weight)
+            nn.init.zeros_(self.prior.bias)
         for conv in self.convs:
             conv.reset_parameters()
         self.readout.reset_parameters()
@@ -207,7 +215,8 @@ class SelectorNet(
         """
         cand_type = self.schema.candidate_type
         h = self.encoder(x_dict)
-        answer0 = h[cand_type] + self.vote(vote[:, : self.vote.in_features])
+        vote = vote[:, : self.vote.in_features]
+        answer0 = h[cand_type] + self.vote(vote)
         h[cand_type] = answer0
         if not self.config.cross_trajectory:
             edge_index_dict = {et: e for et, e in edge_index_dict.items() if et not in self.schema.cross_types}
@@ -225,7 +234,8 @@ class SelectorNet(
         z = self.readout(answer0, cand_group, memory, mem_group)
 
         question = scatter_mean(h["query"], batch_dict["query"], num_graphs)[cand_batch]
-        return self.scale * F.cosine_similarity(self.q_proj(question), self.a_proj(z), dim=-1)
+        score = self.scale * F.cosine_similarity(self.q_proj(question), self.a_proj(z), dim=-1)
+        return score if self.prior is None else score + self.prior(vote).squeeze(-1)
 
     @classmethod
     def _from_pretrained(cls, *, model_id: str, map_location: str = "cpu", strict: bool = True, **kwargs: Any):
