@@ -33,7 +33,7 @@ def test_quickstart_evaluates_the_pool_and_writes_outputs(checkpoint, tmp_path, 
     assert "| majority |" in printed and "| trace |" in printed and "done in" in printed
     results = json.loads((out / "results.json").read_text())
     assert results["n_questions"] == 3 and set(results["methods"]) == {
-        "single", "majority", "weighted_token", "fewest_tools", "most_tools", "trace"}
+        "single", "majority", "weighted_token", "grounded_vote", "fewest_tools", "most_tools", "trace"}
     assert results["methods"]["majority"]["em"] == pytest.approx(200 / 3, abs=0.05)
     assert 0.0 <= results["methods"]["trace"]["em"] <= results["oracle_pass_at_k"]
     assert (out / "budget.png").stat().st_size > 0 and len((out / "per_question.jsonl").read_text().splitlines()) == 3

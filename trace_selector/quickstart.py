@@ -50,7 +50,7 @@ class QuickstartConfig:
     test_pool: str = "data/pools/wikileads-test.jsonl.gz"
     """Shipped test pool evaluated in stage 4."""
     methods: list[str] = field(default_factory=lambda: [
-        "single", "majority", "weighted_token", "fewest_tools", "most_tools", "trace"])
+        "single", "majority", "weighted_token", "grounded_vote", "fewest_tools", "most_tools", "trace"])
     """Methods of stage 4 (fast ones: no LLM calls)."""
     budget_subsets: int = 4
     """Random subsets per k in the budget curve (each is one selector pass over the pool)."""
