@@ -44,7 +44,7 @@ answer-conditioned QFormer), without generating anything.
 | search setting | {setting} |
 | graph kind | {kind} |
 | text encoder | {encoder} ({embed_dim}-d, frozen) |
-| architecture | hidden {hidden}, {layers} message-passing layers, {heads}-head QFormer, readout={readout}, cross-trajectory={cross} |
+| architecture | hidden {hidden}, {layers} message-passing layers, {heads}-head QFormer, readout={readout}, cross-trajectory={cross}, grounding features={grounding}, vote prior={prior} |
 {extra_rows}
 ## Metrics
 
@@ -76,7 +76,8 @@ def render_card(config: Any, setting: str | None = None, metrics: dict[str, floa
     return CARD_TEMPLATE.format(
         setting=setting or "unknown", kind=config.kind, encoder=config.encoder, embed_dim=config.embed_dim,
         hidden=config.hidden, layers=config.layers, heads=config.heads, readout=config.readout,
-        cross=config.cross_trajectory, extra_rows=rows, metrics=table, name=name,
+        cross=config.cross_trajectory, grounding=config.grounding, prior=config.vote_prior, extra_rows=rows,
+        metrics=table, name=name,
     )
 
 

@@ -425,5 +425,6 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
                    "train_questions": len(dm.train_graphs), "val_questions": len(dm.val_graphs),
                    "global_step": trainer.global_step}
         selector_dir = save_selector(net, run_dir / "selector", setting=cfg.setting, metrics=metrics,
-                                     extra={"seed": cfg.seed, "trained with": "trace-selector train"})
+                                     extra={"seed": cfg.seed, "trained with": "trace-selector train",
+                                            **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {})})
     return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, trainer.global_step)
