@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--test-pool", default=None, help="pool to score on (without it: train only, e.g. while it is generated)")
     ap.add_argument("--config", default="training/wikileads.yaml", help="training YAML the variants start from")
     ap.add_argument("--variants", default="full,no_gnn,no_cross")
-    ap.add_argument("--seeds", type=int, default=3, help="training seeds per variant (mean and spread reported)")
+    ap.add_argument("--seeds", type=int, default=3, help="how many training seeds per variant: seeds 0..N-1 (mean and spread reported)")
     ap.add_argument("--small-k", type=int, default=8, help="also score with the first k trajectories per question")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--keep", default=None, help="folder for the run folders, reused on a rerun (default: a temp folder)")
