@@ -81,7 +81,7 @@ def test_notebook_runs_on_the_shipped_pool(tmp_path, monkeypatch):
 
     assert f"python     {sys.executable}\n" in text  # the kernel ran the venv's interpreter
     results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert set(results["methods"]) == {"single", "majority", "weighted_token", "fewest_tools", "most_tools", "trace"}
+    assert set(results["methods"]) == {"single", "majority", "weighted_token", "grounded_vote", "fewest_tools", "most_tools", "trace"}
     assert all("em" in r for r in results["methods"].values()), "a method was skipped"
     assert {"trace", "majority", "oracle_pass_at_k"} <= set(results["budget_curve"])
     table = next(m for m in markdown if "| method | EM |" in m)
