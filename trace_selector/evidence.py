@@ -12,7 +12,12 @@ graph builders turn this into answer-node features, and `grounded_vote` votes wi
 from __future__ import annotations
 
 from trace_selector.answers import normalize_answer
-from trace_selector.records import Trajectory
+from trace_selector.records import Document, Trajectory
+
+
+def passage_text(doc: Document) -> str:
+    """A retrieved passage as read (and as a chunk node is embedded): title line, then the text."""
+    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
 
 
 def evidence_words(traj: Trajectory) -> str:
@@ -21,7 +26,7 @@ def evidence_words(traj: Trajectory) -> str:
     parts: list[str] = []
     for step in traj.steps:
         if step.documents:
-            parts.extend(f"{d.title}\n{d.text}" if d.title else d.text for d in step.documents)
+            parts.extend(passage_text(d) for d in step.documents)
         elif step.search_result:
             parts.append(step.search_result)
     return f" {normalize_answer(' '.join(parts))} "

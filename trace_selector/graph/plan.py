@@ -23,7 +23,7 @@ import torch
 
 from trace_selector.answers import exact_match, normalize_answer
 from trace_selector.errors import InputError
-from trace_selector.evidence import evidence_words, mentions
+from trace_selector.evidence import evidence_words, mentions, passage_text
 from trace_selector.graph.schema import VOTE_FEATURES, GraphSchema
 from trace_selector.records import Document, QuestionGroup, Trajectory
 from trace_selector.types import EdgeType, NodeType
@@ -200,6 +200,7 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
     evidence = [evidence_words(t) for t in kept]
     read = [mentions(e, a) for a, e in zip(norm, evidence)]
     grounded_any = {a for a, r in zip(norm, read) if r}
+    read_by = {a: sum(mentions(e, a) for e in evidence) for a in counts}  # like counts: once per answer
     slot: dict[str, int] = {}
     mapping: list[int] = []
     for k, (traj, a) in enumerate(zip(kept, norm)):
@@ -211,8 +212,7 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
         mapping.append(idx)
         c = counts[a]
         own = float(a in grounded_any) if merge else float(read[k])
-        g = sum(mentions(e, a) for e in evidence)
-        plan.vote.append((math.log1p(c), c / total, own, g / total))
+        plan.vote.append((math.log1p(c), c / total, own, read_by[a] / total))
         plan.y.append(label(traj, group.golden_answers))
         plan.sample_id.append(traj.sample_id)
         plan.answers.append(traj.answer)
@@ -221,11 +221,6 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
 
 
 # --- same-content links ----------------------------------------------------------------------------
-
-
-def passage_text(doc: Document) -> str:
-    """Text a chunk node is embedded from: title line, then the passage."""
-    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
 
 
 def content_keys(doc: Document) -> list[tuple[str, str]]:

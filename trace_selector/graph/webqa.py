@@ -25,9 +25,9 @@ from trace_selector.graph.plan import (
     check_kept,
     content_keys,
     drop_reason,
-    passage_text,
     same_content_edges,
 )
+from trace_selector.evidence import passage_text
 from trace_selector.graph.schema import MAX_RANK, WEBQA
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
 
