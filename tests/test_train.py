@@ -200,4 +200,5 @@ def test_browsing_selector_trains_selects_and_refuses_webqa_pools(tmp_path, caps
                "--out", str(tmp_path / "sel.jsonl")])
     err = capsys.readouterr().err
     assert rc != 0 and "webqa-style but browsing graphs were asked for" in err
+    assert f"{tmp_path / 'webqa.jsonl'}: question " in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "sel.jsonl").exists()

@@ -65,12 +65,13 @@ def build_graphs(
 
     options = options or GraphOptions()
     groups = pool.groups if isinstance(pool, Pool) else list(pool)
+    source = pool.path if isinstance(pool, Pool) else None
     report = DropReport()
     plans: list[GraphPlan] = []
     for group in groups:
         report.questions += 1
         report.trajectories += len(group.trajectories)
-        planner = _planner(options.resolve_kind(group))  # a style mismatch fails the pool, not one question
+        planner = _planner(options.resolve_kind(group, source))  # a style mismatch fails the pool, not one question
         try:
             plan = planner(group, options, report)
         except InputError:

@@ -57,13 +57,15 @@ class GraphOptions:
         if self.max_text_chars < 1:
             raise ValueError(f"max_text_chars must be >= 1, got {self.max_text_chars}")
 
-    def resolve_kind(self, group: QuestionGroup) -> Literal["webqa", "browsing"]:
+    def resolve_kind(self, group: QuestionGroup, source: str | None = None) -> Literal["webqa", "browsing"]:
+        """The group's graph kind; `InputError` naming `source` (the pool file) if it contradicts `kind`."""
         style = group.trajectories[0].style if group.trajectories else "webqa"
         if self.kind != "auto" and style != self.kind:
             # The two schemas share no node types a model could transfer, so a silent build would
             # score a graph the selector never saw; say which selector the pool needs instead.
+            where = f"{source}: " if source else ""
             raise InputError(
-                f"question {group.question_id!r}: the pool is {style}-style but {self.kind} graphs were asked "
+                f"{where}question {group.question_id!r}: the pool is {style}-style but {self.kind} graphs were asked "
                 f"for (model.kind={self.kind}); use a selector trained on {style} pools (model.kind={style})"
             )
         return self.kind if self.kind != "auto" else style
