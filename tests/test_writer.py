@@ -184,3 +184,20 @@ def test_rerun_with_nothing_left_finalizes_without_an_engine(tmp_path, monkeypat
     assert _pairs(out) == _pairs(tmp_path / "ref.jsonl")
     meta = read_meta(out)
     assert meta.extra["engine"]["model"] == "fake" and meta.logprob_mode == "processed_logprobs"
+
+
+def test_second_writer_on_a_pool_is_refused_and_the_lock_is_released(tmp_path):
+    from trace_selector.rollout.writer import PoolLock, lock_path
+
+    out = tmp_path / "pool.jsonl"
+    _run(out, limit=2, model="fake")
+    before = out.read_bytes()
+    assert not lock_path(out).exists()  # released after a finished run
+    with PoolLock(out):
+        assert lock_path(out).read_text().strip().isdigit()
+        # flock conflicts across open file descriptions, so the same process stands in for a second one
+        with pytest.raises(InputError, match=r"pool.jsonl: another rollout \(pid \d+\) is writing this pool"):
+            _run(out, model="fake")
+    assert out.read_bytes() == before and not shard_path(out).exists()
+    report, _ = _run(out, model="fake")  # lock released: the same command now extends the pool
+    assert report.generated_now == 4 and not lock_path(out).exists()

@@ -138,7 +138,16 @@ def _toolbox(cfg: RolloutConfig, setting: Any) -> Any:
 def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, toolbox: Any = None,
                 questions: list[Any] | None = None, progress: bool = True) -> RolloutReport:
     """Generate (or finish) the pool `out`. `engine`, `toolbox` and `questions` replace the ones the
-    config names (tests pass fakes); an engine built here is closed here."""
+    config names (tests pass fakes); an engine built here is closed here. A second rollout on the same
+    `out` while this one runs is refused (`PoolLock`)."""
+    from trace_selector.rollout.writer import PoolLock
+
+    with PoolLock(out):
+        return _run_locked(cfg, Path(out), engine, toolbox, questions, progress)
+
+
+def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questions: list[Any] | None,
+                progress: bool) -> RolloutReport:
     from tqdm import tqdm
 
     from trace_selector.config import dump_config, to_dict
@@ -146,7 +155,6 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
     from trace_selector.rollout.strategies import COUPLED, StrategyContext, strategies
     from trace_selector.rollout.writer import ShardWriter
 
-    out = Path(out)
     t_start = time.perf_counter()
     writer = ShardWriter(out, cfg.k, coupled=cfg.strategy in COUPLED)
     if out.exists() and not writer.path.exists():

@@ -17,6 +17,9 @@ rename), then removes the shard.
 A finished pool can be extended (more questions, or more samples per question): `seed_from_pool`
 turns it back into a shard, with its accounting as the starting totals, before `resume`. The pool
 file itself is only replaced when the extended run finalizes.
+
+`PoolLock` keeps a second rollout off a pool that one is already writing: two writers appending to one
+shard would interleave groups and double-count accounting.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from trace_selector.errors import FormatError
+from trace_selector.errors import FormatError, InputError
 from trace_selector.records import Pool, PoolMeta, QuestionGroup, Trajectory
 
 CHECKPOINT = "_checkpoint"
@@ -37,6 +40,63 @@ CHECKPOINT = "_checkpoint"
 def shard_path(out: str | Path) -> Path:
     out = Path(out)
     return out.with_name(out.name + ".shard.jsonl")
+
+
+def lock_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".lock")
+
+
+class PoolLock:
+    """Exclusive lock on ``<pool>.lock`` for the lifetime of one rollout.
+
+    It is an advisory `flock`, which the kernel drops when the holder dies (kill -9 included), so a
+    crashed run never leaves a stale lock behind. The file holds the holder's pid for the error message
+    and is removed on release. On systems without `fcntl` the lock is a no-op.
+    """
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        self.path = lock_path(out)
+        self._fh: Any = None
+
+    def __enter__(self) -> "PoolLock":
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock rather than no rollout
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fh = open(self.path, "a+", encoding="utf-8")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise InputError(f"{self.out}: another rollout (pid {holder}) is writing this pool; wait for it "
+                                 f"or stop it, then rerun the same command to resume") from None
+            # The previous holder may have unlinked the file between our open and flock: then we hold a
+            # lock on a file nobody else can see, so start over on the current one.
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            fh.close()
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self.path.unlink(missing_ok=True)  # before closing, so nobody locks the old inode after us
+            self._fh.close()
+            self._fh = None
 
 
 class ShardWriter:
