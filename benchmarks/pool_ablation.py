@@ -17,8 +17,10 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from trace_selector import paths
@@ -88,14 +90,21 @@ def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, flo
     for name in ("single", "majority", "oracle"):
         method = build_fast(name)
         rows.append((name, {k: [em_of(v, method.select(v))] for k, v in views.items()}, [], 0.0))
+    # per variant: each test question's correctness at full K, averaged over seeds (for the paired test)
+    per_question: dict[str, np.ndarray] = {}
     for name, trained in runs.items():
         ems: dict[int, list[float]] = {k: [] for k in sizes}
+        hits = np.zeros(len(test.groups))
         for seed, (selector_dir, _, _) in enumerate(trained):
             selector = Selector.from_pretrained(selector_dir, cache_dir=paths.embeddings_dir())
             for k, v in views.items():
                 by_q = {s.question_id: s for s in selector.select(Pool(groups=v, meta=test.meta))}
-                ems[k].append(100.0 * sum(float(by_q[g.question_id].correct or 0.0) for g in v) / len(v))
+                correct = np.array([float(by_q[g.question_id].correct or 0.0) for g in v])
+                ems[k].append(100.0 * correct.mean())
+                if k == full_k:
+                    hits += correct / len(trained)
             print(f"[{name} seed {seed}] " + ", ".join(f"EM@{k} {ems[k][-1]:.1f}" for k in sizes), flush=True)
+        per_question[name] = hits
         rows.append((name, ems, [r[1] for r in trained], statistics.mean(r[2] for r in trained)))
 
     n_train = len(read_pool(args.train_pool).groups)
@@ -110,6 +119,46 @@ def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, flo
             cells.append(f"{statistics.mean(xs):.1f}" + (f" ± {statistics.stdev(xs):.1f}" if len(xs) > 1 else ""))
         val = f"{statistics.mean(vals):.1f}" if vals else "-"
         print(f"| {name} | " + " | ".join(cells) + f" | {val} | {sec:.0f} |")
+    if "full" in per_question and len(per_question) > 1:
+        print(f"\npaired against full TRACE at K={full_k} (per question, correctness averaged over seeds; "
+              f"95% bootstrap interval over questions, {BOOTSTRAP} resamples):")
+        for name, hits in per_question.items():
+            if name != "full":
+                print(f"  full - {name}: " + paired_difference(per_question["full"], hits).to_text())
+
+
+BOOTSTRAP = 10_000
+"""Resamples of the test questions for the paired interval."""
+
+
+@dataclass
+class Paired:
+    """Full TRACE minus a variant, in EM points, over the same test questions."""
+
+    diff: float
+    low: float
+    high: float
+    better: int
+    """Questions where full TRACE is right more often (over seeds) than the variant."""
+    worse: int
+
+    def to_text(self) -> str:
+        def pts(x: float) -> str:
+            return f"{round(x, 1) + 0.0:+.1f}"  # + 0.0 turns a rounded -0.0 into 0.0
+
+        return (f"{pts(self.diff)} points (95% CI {pts(self.low)} to {pts(self.high)}); full better on "
+                f"{self.better} questions, worse on {self.worse}")
+
+
+def paired_difference(full: np.ndarray, other: np.ndarray, resamples: int = BOOTSTRAP, seed: int = 0) -> Paired:
+    """Mean per-question difference with a percentile bootstrap over questions. Pairing matters here:
+    most questions are right or wrong for every variant, so the spread of the difference is much
+    smaller than the spread of either EM."""
+    d = 100.0 * (full - other)
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))
+    means = d[idx].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Paired(float(d.mean()), float(low), float(high), int((d > 0).sum()), int((d < 0).sum()))
 
 
 if __name__ == "__main__":
