@@ -2,8 +2,8 @@
 
 Weak policies often answer with an entity that appears nowhere in what they retrieved; an answer
 copied from the evidence is much more often right (on the shipped wikileads train and test pools,
-95% of right answers occur in their own trajectory's evidence, against 38% of wrong ones). The
-graph builders turn this into answer-node features, and `grounded_vote` votes with it.
+374 of 390 right answers, 96%, occur in their own trajectory's evidence, against 37% of wrong
+ones). The graph builders turn this into answer-node features, and `grounded_vote` votes with it.
 
     words = evidence_words(traj)
     mentions(words, normalize_answer(traj.answer))   # whole normalised words, e.g. "paris" not in "parisian"

@@ -17,6 +17,7 @@ next subquery; subquery -rank_r-> chunk (r = 1..5, ranks below 5 share rank_5) a
 
 from __future__ import annotations
 
+from trace_selector.evidence import passage_text
 from trace_selector.graph.plan import (
     DropReport,
     GraphOptions,
@@ -27,7 +28,6 @@ from trace_selector.graph.plan import (
     drop_reason,
     same_content_edges,
 )
-from trace_selector.evidence import passage_text
 from trace_selector.graph.schema import MAX_RANK, WEBQA
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
 
