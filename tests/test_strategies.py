@@ -217,3 +217,15 @@ def test_strategy_config_validation():
         DivInitConfig(lam=1.5)
     with pytest.raises(ValueError, match="mode"):
         ReplicasConfig(mode="both")
+
+
+def test_divinit_proposal_size_exceeds_k():
+    from trace_selector.rollout.divinit import n_candidates
+
+    assert n_candidates(DivInitConfig(), 4) == 16 and n_candidates(DivInitConfig(), 16) == 32
+    assert n_candidates(DivInitConfig(candidates=5), 4) == 5
+    with pytest.raises(ValueError, match=r"divinit.candidates \(3\) must exceed k \(3\)"):
+        n_candidates(DivInitConfig(candidates=3), 3)
+    _, ctx = _ctx(options=DivInitConfig(candidates=3))
+    with pytest.raises(ValueError, match="must exceed k"):
+        strategies()["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])

@@ -10,7 +10,11 @@ against the gold aliases; a question without gold is scored from the stored ``co
   file, empty answers do not vote; a question without any answer counts as wrong);
 - oracle: some trajectory of the question is correct (pass@K);
 - mixed: some but not all of the question's trajectories are correct, the questions where selection
-  matters.
+  matters;
+- gold in evidence: share of the trajectories that searched whose retrieved text contains a gold alias
+  as whole normalised words (did the agent find the answer, whatever it then wrote);
+- mixed per hour: mixed questions produced per hour of rollout wall time on the machine that wrote the
+  pool (from the metadata's accounting), the signal a training pool buys per hour.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from dataclasses import asdict, dataclass, field, fields
 from statistics import mean
 from typing import Any
 
-from trace_selector.answers import exact_match
+from trace_selector.answers import exact_match, normalize_answer
+from trace_selector.evidence import evidence_words, mentions
 from trace_selector.records import ACTIONS, Pool, PoolMeta, QuestionGroup, Trajectory
 from trace_selector.recordfile import pool_format
 
@@ -60,6 +65,12 @@ class PoolSummary:
     """Fraction of questions with at least one correct trajectory (pass@K)."""
     mixed: float | None
     """Fraction of scored questions with some but not all trajectories correct."""
+    gold_in_evidence: float | None = None
+    """Share of searching trajectories (with gold) whose retrieved text contains a gold alias."""
+    seconds_per_trajectory: float | None = None
+    """Rollout wall seconds per trajectory (metadata accounting); None when not recorded."""
+    mixed_per_hour: float | None = None
+    """Mixed questions per hour of rollout wall time; None when the wall time is not recorded."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Non-empty fields of the pool's sidecar metadata."""
 
@@ -85,6 +96,11 @@ class PoolSummary:
                 f"oracle {self.oracle:.3f} over {self.scored_questions} questions"
             )
             lines.append(f"mixed questions  {self.mixed:.1%} (some but not all trajectories correct)")
+        if self.gold_in_evidence is not None:
+            lines.append(f"gold in evidence {self.gold_in_evidence:.1%} of searching trajectories retrieved a gold alias")
+        if self.mixed_per_hour is not None:
+            lines.append(f"throughput       {self.seconds_per_trajectory:.2f} s per trajectory, "
+                         f"{self.mixed_per_hour:.0f} mixed questions per hour")
         else:
             lines.append("accuracy (EM)    n/a (no question has gold answers or stored correctness)")
         if self.meta:
@@ -128,6 +144,18 @@ def _score(group: QuestionGroup) -> tuple[float, float, float, bool] | None:
     return hits / len(marks), vote, float(hits > 0), 0 < hits < len(marks)
 
 
+def gold_in_evidence(pool: Pool) -> float | None:
+    """Share of trajectories that searched (in questions with gold) whose evidence holds a gold alias."""
+    hits = []
+    for group in pool.groups:
+        golden = [a for a in (normalize_answer(g) for g in group.golden_answers) if a]
+        for t in group.trajectories:
+            if golden and t.steps:
+                words = evidence_words(t)
+                hits.append(any(mentions(words, g) for g in golden))
+    return float(mean(hits)) if hits else None
+
+
 def _spread(values: list[int]) -> tuple[int, float, int]:
     return min(values), float(mean(values)), max(values)
 
@@ -141,6 +169,10 @@ def summarize(pool: Pool) -> PoolSummary:
     def avg(i: int) -> float | None:
         return float(mean(s[i] for s in scores)) if scores else None
 
+    wall = pool.meta.accounting.get("wall_seconds") if isinstance(pool.meta.accounting, dict) else None
+    mixed = avg(3)
+    per_traj = wall / len(trajectories) if wall else None
+    per_hour = mixed * len(scores) * 3600 / wall if wall and mixed is not None else None
     empty = PoolMeta()
     meta = {f.name: getattr(pool.meta, f.name) for f in fields(PoolMeta)}
     meta = {k: v for k, v in meta.items() if v != getattr(empty, k)}
@@ -159,6 +191,9 @@ def summarize(pool: Pool) -> PoolSummary:
         single=avg(0),
         majority=avg(1),
         oracle=avg(2),
-        mixed=avg(3),
+        mixed=mixed,
+        gold_in_evidence=gold_in_evidence(pool),
+        seconds_per_trajectory=per_traj,
+        mixed_per_hour=per_hour,
         meta=meta,
     )

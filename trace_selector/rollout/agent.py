@@ -57,6 +57,8 @@ class AgentConfig:
     """After the answer, ask "Confidence (0-100)" and store it in Trajectory.confidence."""
     max_context: int = 4096
     """Context length of the engine; a rollout whose prompt would not fit is forced to answer."""
+    prompt: str = "plain"
+    """System prompt variant: plain, or clues (WebQA only: search with the question's own words)."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -75,6 +77,8 @@ class AgentConfig:
             raise ValueError(f"doc_chars must be >= 20, got {self.doc_chars}")
         if self.max_context <= self.max_tokens:
             raise ValueError("max_context must exceed max_tokens")
+        if self.prompt not in {v for _, v in prompts.SYSTEM_PROMPTS}:
+            raise ValueError(f"prompt must be one of plain|clues, got {self.prompt!r}")
 
 
 # --- tools ------------------------------------------------------------------------------------------
@@ -316,7 +320,7 @@ class Agent:
 
     def prompt_ids(self, question: str, system_suffix: str = "") -> list[int]:
         """Chat-templated prompt (system + question), ready for the first assistant turn."""
-        system = prompts.system_prompt(self.kind)
+        system = prompts.system_prompt(self.kind, self.cfg.prompt)
         if self.cfg.max_parallel > 1:
             system += prompts.PARALLEL_HINT.format(n=self.cfg.max_parallel)
         messages = [

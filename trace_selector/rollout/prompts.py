@@ -33,6 +33,27 @@ Question: Which river flows through the capital of Hungary?
 <think>Budapest lies on the Danube.</think>
 <answer>Danube</answer>"""
 
+WEBQA_CLUES_SYSTEM = """\
+You answer questions by searching an encyclopedia. Work in turns. In every turn, first think briefly \
+inside <think> </think>, then write exactly one action:
+<search>keywords</search> looks something up; the top results come back inside \
+<information> </information>.
+<answer>short answer</answer> ends the task.
+Search with the question's own clue words (its names, dates, places and descriptive words), not with \
+a name you guess: the encyclopedia finds the right article from the clues. Answer with the title or \
+name you read in the results, never a document number.
+
+Example.
+Question: Which Hungarian city on both banks of the Danube is the country's capital?
+<think>I should not guess. The clues are: Hungarian, city, both banks, Danube, capital.</think>
+<search>Hungarian city both banks Danube capital</search>
+<information>Doc 1 (Title: Budapest) Budapest is the capital of Hungary, on both banks of the Danube.\
+</information>
+<think>The result says Budapest is the capital of Hungary on both banks of the Danube.</think>
+<answer>Budapest</answer>"""
+"""WebQA prompt variant (`agent.prompt=clues`) that teaches searching with the question's own words: the
+plain prompt's agent searched guessed names and answered from them (see data/pools/README.md)."""
+
 BROWSING_SYSTEM = """\
 You answer questions by browsing a small encyclopedia website. Work in turns. In every turn, first \
 think briefly inside <think> </think>, then write exactly one action:
@@ -98,9 +119,21 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 """Action tags of each agent kind; `answer` ends a trajectory, the others are tool calls."""
 
 
-def system_prompt(kind: str) -> str:
-    """The system prompt of agent `kind` ("webqa" or "browsing")."""
-    return {"webqa": WEBQA_SYSTEM, "browsing": BROWSING_SYSTEM}[kind]
+SYSTEM_PROMPTS = {
+    ("webqa", "plain"): WEBQA_SYSTEM,
+    ("webqa", "clues"): WEBQA_CLUES_SYSTEM,
+    ("browsing", "plain"): BROWSING_SYSTEM,
+}
+"""(agent kind, prompt variant) -> system prompt."""
+
+
+def system_prompt(kind: str, variant: str = "plain") -> str:
+    """The system prompt of agent `kind` ("webqa" or "browsing") in prompt `variant`."""
+    try:
+        return SYSTEM_PROMPTS[kind, variant]
+    except KeyError:
+        known = sorted(v for k, v in SYSTEM_PROMPTS if k == kind)
+        raise ValueError(f"no prompt variant {variant!r} for the {kind} agent; known: {', '.join(known)}") from None
 
 
 def observation(body: str) -> str:
@@ -117,7 +150,7 @@ def invalid_action(kind: str) -> str:
 def prompt_version() -> str:
     """Short hash of all prompt text, recorded in the pool metadata."""
     text = "\x00".join(
-        [WEBQA_SYSTEM, BROWSING_SYSTEM, USER_TEMPLATE, OBSERVATION_TEMPLATE, INVALID_ACTION, FORCE_ANSWER,
+        [*SYSTEM_PROMPTS.values(), USER_TEMPLATE, OBSERVATION_TEMPLATE, INVALID_ACTION, FORCE_ANSWER,
          CONFIDENCE_PROMPT, PARALLEL_HINT, STRATEGY_SUFFIX, DIVINIT_PROMPT, OHG_PROMPT, LIST_PREFILL]
     )
     return hashlib.sha1(text.encode()).hexdigest()[:10]

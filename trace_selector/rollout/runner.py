@@ -21,7 +21,7 @@ from typing import Any, Literal
 from trace_selector.errors import InputError
 from trace_selector.records import PoolMeta, Trajectory
 from trace_selector.rollout.agent import Accounting, Agent, AgentConfig
-from trace_selector.rollout.divinit import DivInitConfig, diversity
+from trace_selector.rollout.divinit import DivInitConfig, diversity, n_candidates
 from trace_selector.rollout.partial import PartialConfig
 from trace_selector.rollout.replicas import ReplicasConfig
 from trace_selector.types import Strategy
@@ -76,8 +76,8 @@ class RolloutConfig:
             raise ValueError(f"chunk_questions must be >= 1, got {self.chunk_questions}")
         if self.strategy == "partial" and self.partial.initial > self.k:
             raise ValueError(f"partial.initial ({self.partial.initial}) exceeds the budget k ({self.k})")
-        if self.strategy == "divinit" and self.divinit.candidates < min(self.k, 2):
-            raise ValueError(f"divinit.candidates ({self.divinit.candidates}) must be >= k when k > 1")
+        if self.strategy == "divinit":
+            n_candidates(self.divinit, self.k)
 
     def strategy_options(self) -> Any:
         return {"divinit": self.divinit, "partial": self.partial, "replicas": self.replicas}.get(self.strategy)
@@ -244,7 +244,8 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
             sampling={"temperature": cfg.agent.temperature, "top_p": cfg.agent.top_p,
                       "max_tokens": cfg.agent.max_tokens, "max_turns": cfg.agent.max_turns,
                       "top_k": cfg.agent.top_k, "structured": cfg.agent.structured, "think": cfg.agent.think,
-                      "max_parallel": cfg.agent.max_parallel, "ask_confidence": cfg.agent.ask_confidence},
+                      "max_parallel": cfg.agent.max_parallel, "ask_confidence": cfg.agent.ask_confidence,
+                      "prompt": cfg.agent.prompt},
             logprob_mode=info.get("logprobs_mode"), vllm_version=info.get("vllm_version"), seed=cfg.seed,
             accounting=acct,
             extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},
@@ -275,6 +276,8 @@ def _extendable(out: Path, cfg: RolloutConfig) -> Any:
             "agent_kind": cfg.agent_kind}
     have = {"setting": meta.setting, "split": meta.split, "strategy": meta.strategy,
             "agent_kind": meta.extra.get("agent_kind", cfg.agent_kind)}
+    # Pools written before prompt variants existed used the plain prompt.
+    want["prompt"], have["prompt"] = cfg.agent.prompt, meta.sampling.get("prompt", "plain")
     model = meta.extra.get("engine", {}).get("model", meta.policy_model)
     if model is not None:
         want["model"], have["model"] = cfg.model, model
