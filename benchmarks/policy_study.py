@@ -55,9 +55,10 @@ def render(rows: list[dict]) -> str:
     lines = [head, "|" + "---|" * 3 + "---:|" * 8]
     for r in rows:
         pct = lambda x: "" if x is None else f"{100 * x:.1f}"  # noqa: E731
+        qpd = "" if r["qpd_turn1"] is None else f"{r['qpd_turn1']:.3f}"
         lines.append(f"| {r['model']} | {r['strategy']} | {r['prompt']} | {pct(r['single'])} | {pct(r['majority'])} "
                      f"| {pct(r['oracle'])} | {pct(r['mixed'])} | {pct(r['gold_in_evidence'])} "
-                     f"| {'' if r['qpd_turn1'] is None else f'{r['qpd_turn1']:.3f}'} "
+                     f"| {qpd} "
                      f"| {r['s_per_traj']:.2f} | {r['mixed_per_hour']:.0f} |")
     return "\n".join(lines)
 
