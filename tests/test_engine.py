@@ -132,3 +132,26 @@ def test_prefix_cache_hits_on_repeated_prompt(engine):
     assert second.cached_tokens is not None and second.cached_tokens > 0
     assert engine.stats.cached_tokens - before >= second.cached_tokens
     assert second.token_ids == first.token_ids  # cached and uncached prefill agree greedily
+
+
+def test_deepconf_token_confidence_known_values():
+    from trace_selector.rollout.engine import top_confidences
+    from trace_selector.rollout.generation import token_confidence
+
+    assert token_confidence([-0.5, -1.5]) == pytest.approx(1.0)
+    # a grammar-forced position: one finite candidate, the rest masked to -inf -> floored at -20
+    assert token_confidence([0.0, float("-inf"), float("-inf"), float("-inf")]) == pytest.approx(15.0)
+    # top-k of the dict: the sampled token (rank 4 here) is in the dict but outside the top 2
+    positions = [{1: _lp(-0.1), 2: _lp(-0.3), 3: _lp(-2.0), 9: _lp(-4.0)}, {5: _lp(-1.0), 6: _lp(-3.0)}]
+    assert top_confidences(positions, 2) == pytest.approx([0.2, 2.0])
+    assert top_confidences(positions, 0) is None and top_confidences(None, 20) is None
+    with pytest.raises(ValueError, match="at least one"):
+        token_confidence([])
+
+
+def test_result_carries_token_confidence_when_asked():
+    completion = SimpleNamespace(text="ab", token_ids=(3, 4), finish_reason="stop",
+                                 logprobs=[{3: _lp(-0.1), 8: _lp(-0.3)}, {4: _lp(-0.2), 8: _lp(-1.0)}])
+    out = SimpleNamespace(outputs=[completion], prompt_token_ids=[1], num_cached_tokens=0)
+    assert result_from_output(out, False, top_logprobs=20).token_conf == pytest.approx([0.2, 0.6])
+    assert result_from_output(out, False).token_conf is None

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from trace_selector import shutdown
 from trace_selector.errors import InputError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -303,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser, handlers = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     # `kill` (SIGTERM) unwinds like Ctrl-C, so `finally` blocks shut vLLM's engine-core processes down
-    # instead of leaving them orphaned with their memory.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # instead of leaving them orphaned with their memory; a watchdog forces the exit if that hangs.
+    shutdown.install()
     try:
         return handlers[args.command](args)
     except InputError as err:
@@ -316,12 +316,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `trace-selector validate pool | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")
         return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
