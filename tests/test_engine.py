@@ -109,15 +109,23 @@ def test_generates_with_processed_logprobs(engine):
 
 @pytest.mark.slow
 def test_stop_string_kept_and_regex_enforced(engine):
-    prompt = engine.chat_token_ids([{"role": "user", "content": "Count: one, two, three, four"}])
-    [stopped] = engine.generate([GenRequest(prompt, max_tokens=64, temperature=0.0, stop=[","])])
-    assert stopped.finish_reason == "length" or stopped.text.endswith(",")
-    assert stopped.text.count(",") <= 1
-    pattern = r"<search>[a-z ]{1,20}</search>"
-    [structured] = engine.generate([GenRequest(prompt, max_tokens=40, temperature=1.0, regex=pattern)])
+    import math
     import re
 
+    prompt = engine.chat_token_ids([{"role": "user", "content": "Count: one, two, three, four"}])
+    # The grammar forces commas into the text whatever the model prefers, so the stop string must cut
+    # the completion right after the first one (a greedy model may otherwise never write a comma).
+    listing = r"[a-z]{1,8}, [a-z]{1,8}, [a-z]{1,8}"
+    [stopped] = engine.generate([GenRequest(prompt, max_tokens=40, temperature=0.0, stop=[","], regex=listing)])
+    assert stopped.finish_reason == "stop" and stopped.text.endswith(",") and stopped.text.count(",") == 1
+    assert re.fullmatch(r"[a-z]{1,8},", stopped.text), stopped.text
+    pattern = r"<search>[a-z ]{1,20}</search>"
+    [structured] = engine.generate([GenRequest(prompt, max_tokens=40, temperature=1.0, regex=pattern,
+                                               top_logprobs=20)])
     assert re.fullmatch(pattern, structured.text), structured.text
+    # DeepConf confidences: one per token, finite even where the grammar masks all but one token
+    assert len(structured.token_conf) == len(structured.token_ids) == len(structured.logprobs)
+    assert all(math.isfinite(c) and c >= 0 for c in structured.token_conf)
 
 
 @pytest.mark.slow
