@@ -169,7 +169,8 @@ def _serve(p: argparse.ArgumentParser) -> Handler:
 def _rollout(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--config", type=Path, default=None, help="YAML recipe (e.g. rollout/wikileads-standard.yaml)")
     p.add_argument("--split", default=None, help="question split (default: the recipe's, else dev)")
-    p.add_argument("--limit", type=int, default=None, help="first N questions of the split")
+    p.add_argument("--limit", type=int, default=None, help="first N questions of the split (after --offset)")
+    p.add_argument("--offset", type=int, default=None, help="skip the first N questions of the split (default 0)")
     p.add_argument("--k", type=int, default=None, help="trajectories per question")
     p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
     p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
@@ -179,7 +180,8 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     def run(a: argparse.Namespace) -> int:
         from trace_selector.rollout.runner import load_rollout_config, run_rollout
 
-        cfg = load_rollout_config(a.config, a.overrides, split=a.split, limit=a.limit, k=a.k, model=a.model)
+        cfg = load_rollout_config(a.config, a.overrides, split=a.split, limit=a.limit, offset=a.offset,
+                                  k=a.k, model=a.model)
         print(run_rollout(cfg, a.out, progress=not a.quiet).to_text())
         return 0
 
