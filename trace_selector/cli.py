@@ -281,6 +281,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Handler]]] = 
 }
 
 
+ENGINE_COMMANDS = frozenset({"rollout", "quickstart", "serve"})
+"""Commands that start a vLLM engine: run with vLLM's recommended CPU libraries preloaded."""
+
+
 def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     """Top-level parser; only `command`'s arguments are built (all when None, for --help)."""
     parser = argparse.ArgumentParser(
@@ -339,12 +343,17 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((x for x in argv if not x.startswith("-")), None)
     parser, handlers = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.verbose:
         _quiet_libraries()
+    if from_shell and args.command in ENGINE_COMMANDS:
+        from trace_selector.rollout.preload import reexec_with_preload
+
+        reexec_with_preload(argv)
     try:
         _check_outputs(args)
     except InputError as err:
