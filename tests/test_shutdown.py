@@ -63,3 +63,21 @@ def test_clean_unwind_keeps_its_own_exit():
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 3 and proc.stderr == ""
+
+
+def test_a_forked_child_stopped_by_sigterm_leaves_the_parent_alone():
+    code = textwrap.dedent("""
+        import os, signal, time
+        from trace_selector import shutdown
+        shutdown.install(grace=1)
+        pid = os.fork()
+        if pid == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)
+            os._exit(5)
+        _, status = os.waitpid(pid, 0)
+        time.sleep(3)  # past the grace: a misrouted signal would have forced the parent down by now
+        print("alive", os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "alive True", proc.stderr

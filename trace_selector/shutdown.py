@@ -94,3 +94,18 @@ def install(grace: float = GRACE_SECONDS) -> None:
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _raise_interrupt)
     threading.Thread(target=_watch, args=(read_fd, grace), name="stop-watchdog", daemon=True).start()
+    os.register_at_fork(after_in_child=_disarm)
+
+
+def _disarm() -> None:
+    # A forked child (a multiprocessing or DDP worker) shares the wakeup pipe but not the watchdog
+    # thread: a SIGTERM it receives would be read by the parent's watchdog, which would then force the
+    # healthy parent down. The child gets the default handlers and no wakeup fd instead.
+    global _installed, _interrupted
+    _installed = _interrupted = False
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # forked from a thread other than the main one: no signal state to reset
+        pass
