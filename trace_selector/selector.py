@@ -15,6 +15,7 @@ one of the pool's existing answers.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,9 +48,11 @@ class Selection:
         return d
 
 
-def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None):
+def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None,
+                 runtime: str = "torch", threads: int | None = None):
     """Text encoder by name: "all-MiniLM-L6-v2" (packaged), "bow" (synthetic bag-of-words), "hash"
-    (whole-text hash), or a local sentence-transformers folder."""
+    (whole-text hash), or a local sentence-transformers folder; `runtime` (graph/encoder.py
+    `ENCODER_RUNTIMES`) and `threads` apply to the model encoders only."""
     if name == "bow":
         from trace_selector.synthetic import BagOfWordsEncoder
 
@@ -58,9 +61,11 @@ def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None
         from trace_selector.graph.encoder import HashEncoder
 
         return HashEncoder(dim or 16)
-    from trace_selector.graph.encoder import TextEncoder
+    from trace_selector.graph.encoder import TextEncoder, parse_runtime
 
-    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir)
+    backend, dtype = parse_runtime(runtime)
+    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir,
+                       dtype=dtype, backend=backend, threads=threads)
 
 
 def graph_options(config: Any):
@@ -124,13 +129,29 @@ class Selector:
         cache_dir: on-disk embedding cache root for the default encoder (None: memory only).
         batch_size: graphs per forward pass.
         device: torch device for the network.
+        encoder_runtime: runtime of the default encoder (None: the checkpoint's
+            `ModelConfig.encoder_runtime`); another one than the checkpoint's works but warns, since
+            the network never saw its (slightly different) vectors.
+        encoder_threads: CPU threads of the default encoder (None: its default).
     """
 
     def __init__(self, net: Any, encoder: Any = None, cache_dir: str | Path | None = None,
-                 batch_size: int = 64, device: str = "cpu"):
+                 batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
+                 encoder_threads: int | None = None):
         self.net = net.to(device).eval()
         self.config = net.config
-        self.encoder = encoder if encoder is not None else make_encoder(self.config.encoder, self.config.embed_dim, cache_dir)
+        if encoder is None:
+            runtime = encoder_runtime or self.config.encoder_runtime
+            encoder = make_encoder(self.config.encoder, self.config.embed_dim, cache_dir, runtime, encoder_threads)
+        self.encoder = encoder
+        used = getattr(self.encoder, "runtime", None)  # model encoders only; hash/bow have no runtime
+        if used is not None and used != self.config.encoder_runtime:
+            warnings.warn(
+                f"selector trained on {self.config.encoder_runtime} embeddings is scoring with {used} "
+                f"embeddings; picks may differ slightly (pass encoder_runtime={self.config.encoder_runtime!r} "
+                "to reproduce its training inputs)",
+                stacklevel=2,
+            )
         if self.encoder.dim != self.config.embed_dim:
             raise InputError(
                 f"encoder {self.encoder.identity} gives {self.encoder.dim}-d vectors but the checkpoint "
@@ -141,11 +162,13 @@ class Selector:
 
     @classmethod
     def from_pretrained(cls, path_or_repo: str | Path, encoder: Any = None, cache_dir: str | Path | None = None,
-                        batch_size: int = 64, device: str = "cpu", **hub_kwargs: Any) -> Selector:
+                        batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
+                        encoder_threads: int | None = None, **hub_kwargs: Any) -> Selector:
         """Load a checkpoint folder (or Hub repo id) saved by `trace_selector.hub.save_selector`."""
         from trace_selector.hub import load_selector
 
-        return cls(load_selector(path_or_repo, **hub_kwargs), encoder, cache_dir, batch_size, device)
+        return cls(load_selector(path_or_repo, **hub_kwargs), encoder, cache_dir, batch_size, device,
+                   encoder_runtime, encoder_threads)
 
     def graphs(self, pool: Pool):
         """The pool's graphs under this checkpoint's options, and the drop report."""

@@ -10,6 +10,11 @@ encodes nothing.
     x = enc.encode(["who wrote hamlet", "Hamlet\\nHamlet is a tragedy ..."])   # [2, 384] float32
     enc.last.encoded, enc.last.cached                                          # misses, hits
 
+Runtimes (`ENCODER_RUNTIMES`): "torch" (sentence-transformers, fp32; the reference), "torch-bf16",
+"onnx" (ONNX Runtime, fp32, exported once from the packaged weights; graph/onnx_model.py) and
+"onnx-int8" (the same graph with int8 dynamic quantization). Each runtime has its own cache folder,
+so vectors of different runtimes never mix.
+
 `HashEncoder` is a deterministic stand-in (text hash -> fixed random unit vector) for tests and
 benchmarks that must not load a model.
 """
@@ -32,8 +37,35 @@ import torch
 from trace_selector.atomic import atomic_write
 from trace_selector.errors import InputError
 
-Precision = Literal["float32", "bfloat16"]
+Precision = Literal["float32", "bfloat16", "int8"]
 StoreDtype = Literal["float32", "float16"]
+Backend = Literal["torch", "onnx"]
+EncoderRuntime = Literal["torch", "torch-bf16", "onnx", "onnx-int8"]
+
+ENCODER_RUNTIMES: dict[str, tuple[Backend, Precision]] = {
+    "torch": ("torch", "float32"),
+    "torch-bf16": ("torch", "bfloat16"),
+    "onnx": ("onnx", "float32"),
+    "onnx-int8": ("onnx", "int8"),
+}
+"""Runtime name -> (backend, compute precision). A selector records the runtime its training
+embeddings came from (`ModelConfig.encoder_runtime`)."""
+
+
+def runtime_of(backend: str, dtype: str) -> str:
+    """Runtime name of a (backend, precision) pair; `InputError` for a pair no runtime has."""
+    for name, pair in ENCODER_RUNTIMES.items():
+        if pair == (backend, dtype):
+            return name
+    raise InputError(f"no encoder runtime computes {dtype} on backend {backend!r}; "
+                     f"known: {', '.join(f'{n} ({b} {p})' for n, (b, p) in ENCODER_RUNTIMES.items())}")
+
+
+def parse_runtime(name: str) -> tuple[Backend, Precision]:
+    """(backend, precision) of a runtime name; `InputError` naming the known ones."""
+    if name not in ENCODER_RUNTIMES:
+        raise InputError(f"unknown encoder runtime {name!r}; known: {', '.join(ENCODER_RUNTIMES)}")
+    return ENCODER_RUNTIMES[name]
 
 STORE_VERSION = 1
 """Bumped when the on-disk layout or the key derivation changes (old folders are then ignored)."""
@@ -260,12 +292,17 @@ class TextEncoder:
             cache in memory for the life of the object. `trace_selector.paths.embeddings_dir()` is
             the conventional root.
         batch_size: texts per forward pass.
-        dtype: compute precision, "float32" or "bfloat16".
+        dtype: compute precision: "float32", "bfloat16" (torch backend) or "int8" (onnx backend).
         store_dtype: storage precision of the cache; "float16" halves the disk, vectors are rounded
             the same way on a cold and a warm run so both give identical results. Both precisions
             are part of the cache identity (separate folders).
         device: torch device; None picks CUDA when available.
         max_seq_length: token limit per text (None: the model's own, 256 for MiniLM).
+        backend: "torch" (sentence-transformers; the reference) or "onnx" (ONNX Runtime over a graph
+            exported from the same weights into ``cache_dir/onnx``, or a temporary folder without a
+            cache; needs the ``fast`` extra).
+        threads: CPU threads while encoding (None: torch's current setting for "torch", one per
+            physical core for "onnx"). The process's torch setting is restored afterwards.
     """
 
     def __init__(
@@ -277,11 +314,18 @@ class TextEncoder:
         store_dtype: StoreDtype = "float32",
         device: str | None = None,
         max_seq_length: int | None = None,
+        backend: Backend = "torch",
+        threads: int | None = None,
     ):
         if batch_size < 1:
             raise InputError(f"encoder batch_size must be >= 1, got {batch_size}")
-        if dtype not in ("float32", "bfloat16"):
-            raise InputError(f"encoder dtype must be float32 or bfloat16, got {dtype!r}")
+        if backend not in ("torch", "onnx"):
+            raise InputError(f"encoder backend must be torch or onnx, got {backend!r}")
+        if dtype not in ("float32", "bfloat16", "int8"):
+            raise InputError(f"encoder dtype must be float32, bfloat16 or int8, got {dtype!r}")
+        runtime_of(backend, dtype)  # raises for a pair no runtime has, e.g. int8 on torch
+        if threads is not None and threads < 1:
+            raise InputError(f"encoder threads must be >= 1, got {threads}")
         if store_dtype not in ("float32", "float16"):
             raise InputError(f"encoder store_dtype must be float32 or float16, got {store_dtype!r}")
         self.model_dir = Path(model).expanduser() if model is not None else packaged_model_dir()
@@ -292,21 +336,28 @@ class TextEncoder:
         self.store_dtype: StoreDtype = store_dtype
         self.device = device
         self.max_seq_length = max_seq_length
+        self.backend: Backend = backend
+        self.threads = threads
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
-        ident = json.dumps(
-            {
-                "fingerprint": model_fingerprint(self.model_dir),
-                "dtype": dtype,
-                "store_dtype": store_dtype,
-                "max_seq_length": max_seq_length,
-                "normalize": True,
-                "store": STORE_VERSION,
-            },
-            sort_keys=True,
-        )
+        self._fingerprint = model_fingerprint(self.model_dir)
+        parts = {
+            "fingerprint": self._fingerprint,
+            "dtype": dtype,
+            "store_dtype": store_dtype,
+            "max_seq_length": max_seq_length,
+            "normalize": True,
+            "store": STORE_VERSION,
+        }
+        if backend != "torch":  # torch identities stay as before, so existing caches remain valid
+            from trace_selector.graph.onnx_model import EXPORT_VERSION
+
+            parts.update(backend=backend, export=EXPORT_VERSION)
+        ident = json.dumps(parts, sort_keys=True)
         name = "all-MiniLM-L6-v2" if model is None else self.model_dir.name
         self._identity = f"{name}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
         self._model = None
+        self._onnx = None
+        self._tmp = None  # TemporaryDirectory of an onnx export made without a cache_dir
         self._dim: int | None = None
         self._store: EmbeddingStore | None = None
         self.last = EncodeStats()
@@ -319,6 +370,11 @@ class TextEncoder:
         return self._identity
 
     @property
+    def runtime(self) -> str:
+        """Runtime name of this encoder's vectors (see `ENCODER_RUNTIMES`)."""
+        return runtime_of(self.backend, self.dtype)
+
+    @property
     def store_dir(self) -> Path | None:
         """This model's cache folder (None for a memory-only cache)."""
         return self.cache_dir / self._identity if self.cache_dir is not None else None
@@ -329,6 +385,8 @@ class TextEncoder:
             meta = self.store_dir / "meta.json" if self.store_dir is not None else None
             if meta is not None and meta.is_file():  # a warm cache needs no model to know D
                 self._dim = int(json.loads(meta.read_text())["dim"])
+            elif self.backend == "onnx":
+                self._dim = int(self._forward(["dimension probe"]).shape[1])
             else:
                 model = self._load()
                 # renamed in sentence-transformers 6 (get_embedding_dimension); keep both working
@@ -357,23 +415,48 @@ class TextEncoder:
                 meta = folder / "meta.json"
                 if not meta.is_file():  # for people browsing the cache, and `dim` without a model
                     info = {"model": str(self.model_dir), "identity": self._identity, "dim": self.dim,
-                            "dtype": self.dtype, "store_dtype": self.store_dtype,
+                            "dtype": self.dtype, "backend": self.backend, "store_dtype": self.store_dtype,
                             "max_seq_length": self.max_seq_length, "version": STORE_VERSION}
                     with atomic_write(meta) as f:
                         json.dump(info, f, indent=1)
             self._store = EmbeddingStore(folder, self.dim, self.store_dtype)
         return self._store
 
+    def _load_onnx(self):
+        if self._onnx is None:
+            from trace_selector.graph.onnx_model import EXPORT_VERSION, OnnxSentenceModel
+
+            if self.cache_dir is not None:
+                root = self.cache_dir / "onnx"
+            else:
+                import tempfile
+
+                self._tmp = tempfile.TemporaryDirectory(prefix="trace-onnx-")
+                root = Path(self._tmp.name)
+            folder = root / f"{self.model_dir.name}-{self._fingerprint[:16]}-v{EXPORT_VERSION}"
+            self._onnx = OnnxSentenceModel.prepare(self.model_dir, folder, self.dtype,  # type: ignore[arg-type]
+                                                   self.threads, self.max_seq_length)
+        return self._onnx
+
     def _forward(self, texts: list[str]) -> np.ndarray:
+        if self.backend == "onnx":
+            emb = torch.from_numpy(self._load_onnx().encode(texts, self.batch_size))
+            return torch.nn.functional.normalize(emb, dim=-1).numpy()
         model = self._load()
-        with torch.inference_mode():
-            emb = model.encode(
-                texts,
-                batch_size=self.batch_size,
-                convert_to_tensor=True,
-                normalize_embeddings=False,
-                show_progress_bar=len(texts) > 20 * self.batch_size,
-            )
+        before = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            with torch.inference_mode():
+                emb = model.encode(
+                    texts,
+                    batch_size=self.batch_size,
+                    convert_to_tensor=True,
+                    normalize_embeddings=False,
+                    show_progress_bar=len(texts) > 20 * self.batch_size,
+                )
+        finally:
+            torch.set_num_threads(before)
         # Normalise in float32 even for bf16 compute, so every vector has unit norm to ~1e-7.
         return torch.nn.functional.normalize(emb.float(), dim=-1).cpu().numpy()
 
