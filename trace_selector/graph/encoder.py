@@ -303,6 +303,8 @@ class TextEncoder:
             cache; needs the ``fast`` extra).
         threads: CPU threads while encoding (None: torch's current setting for "torch", one per
             physical core for "onnx"). The process's torch setting is restored afterwards.
+        export_dir: root of the ONNX exports (None: ``cache_dir/onnx``); one sub-folder per model
+            fingerprint and export version.
     """
 
     def __init__(
@@ -316,6 +318,7 @@ class TextEncoder:
         max_seq_length: int | None = None,
         backend: Backend = "torch",
         threads: int | None = None,
+        export_dir: str | Path | None = None,
     ):
         if batch_size < 1:
             raise InputError(f"encoder batch_size must be >= 1, got {batch_size}")
@@ -338,6 +341,7 @@ class TextEncoder:
         self.max_seq_length = max_seq_length
         self.backend: Backend = backend
         self.threads = threads
+        self.export_dir = Path(export_dir).expanduser() if export_dir is not None else None
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         self._fingerprint = model_fingerprint(self.model_dir)
         parts = {
@@ -426,7 +430,9 @@ class TextEncoder:
         if self._onnx is None:
             from trace_selector.graph.onnx_model import EXPORT_VERSION, OnnxSentenceModel
 
-            if self.cache_dir is not None:
+            if self.export_dir is not None:
+                root = self.export_dir
+            elif self.cache_dir is not None:
                 root = self.cache_dir / "onnx"
             else:
                 import tempfile
