@@ -100,6 +100,45 @@ def score_graphs(net: torch.nn.Module, graphs: Sequence[Any], batch_size: int = 
     return out
 
 
+@torch.inference_mode()
+def score_plans(net: torch.nn.Module, plans: Sequence[Any], rows: dict[str, int], table: torch.Tensor,
+                batch_size: int = 64, device: str = "cpu") -> list[torch.Tensor]:
+    """`score_graphs` from graph plans and their embedding table, with no ``HeteroData`` in between
+    (graph/collate.py); the same scores, batch for batch."""
+    from trace_selector.graph.collate import collate_plans
+
+    was_training = net.training
+    net.eval()
+    out: list[torch.Tensor] = []
+    try:
+        for start in range(0, len(plans), batch_size):
+            b = collate_plans(plans[start : start + batch_size], rows, table).to(device)
+            scores = net.score(b.x, b.edge_index, b.traj, b.batch, b.vote, b.num_graphs).float().cpu()
+            out.extend(scores.split(b.candidates))
+    finally:
+        net.train(was_training)
+    return out
+
+
+def selections_from_plans(plans: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
+    """`selections_from_scores` for graph plans: argmax candidate (first on ties) per question id."""
+    result: dict[str, Selection] = {}
+    for p, s in zip(plans, scores):
+        if s.numel() == 0:
+            continue
+        values = s.tolist()
+        best = max(range(len(values)), key=values.__getitem__)  # first maximum, like torch.argmax
+        label = float(p.y[best])
+        result[p.question_id] = Selection(
+            question_id=p.question_id,
+            sample_id=int(p.sample_id[best]),
+            answer=p.answers[best],
+            scores={int(i): float(v) for i, v in zip(p.sample_id, values)},
+            correct=None if label != label else label,  # NaN: unknown
+        )
+    return result
+
+
 def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
     """argmax candidate of each graph (first on ties), keyed by question id."""
     result: dict[str, Selection] = {}
@@ -183,8 +222,14 @@ class Selector:
             from trace_selector.records import read_pool
 
             pool = read_pool(pool)
-        graphs, _ = self.graphs(pool)
-        by_q = selections_from_scores(graphs, score_graphs(self.net, graphs, self.batch_size, self.device))
+        from trace_selector.graph import embed_plans, plan_graphs
+
+        plans, _ = plan_graphs(pool, graph_options(self.config))
+        by_q: dict[str, Selection] = {}
+        if plans:
+            rows, table = embed_plans(plans, self.encoder)
+            scores = score_plans(self.net, plans, rows, table, self.batch_size, self.device)
+            by_q = selections_from_plans(plans, scores)
         return [by_q.get(g.question_id) or Selection(g.question_id, None, "") for g in pool.groups]
 
 

@@ -446,7 +446,7 @@ class TextEncoder:
 
     def _forward(self, texts: list[str]) -> np.ndarray:
         if self.backend == "onnx":
-            emb = torch.from_numpy(self._load_onnx().encode(texts, self.batch_size))
+            emb = torch.from_numpy(self._load_onnx().encode(texts, self.batch_size, len(texts) > 20 * self.batch_size))
             return torch.nn.functional.normalize(emb, dim=-1).numpy()
         model = self._load()
         before = torch.get_num_threads()

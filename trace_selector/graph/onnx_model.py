@@ -12,9 +12,12 @@ the export here uses ``torch.onnx.export`` directly and needs only ``onnxruntime
 
 The exported graph is the whole sentence-embedding function of a Transformer + mean Pooling model:
 token ids -> BERT -> masked mean over tokens, so ONNX Runtime returns one 384-d row per text and
-nothing [batch, seq, 384] crosses back into Python. Tokenisation uses the model folder's own fast
-tokenizer with sentence-transformers' settings (pad to the longest, truncate at ``max_seq_length``);
-tests check the token ids and the vectors against sentence-transformers.
+nothing [batch, seq, 384] crosses back into Python. Tokenisation runs the model folder's own
+``tokenizer.json`` in the ``tokenizers`` library with sentence-transformers' settings (pad to the
+longest, truncate at ``max_seq_length``); tests check the token ids and the vectors against
+sentence-transformers. Scoring never imports transformers or sentence-transformers, which alone took
+10 s of a cold run on a busy 2-core machine (``python -c "import transformers.models.bert"``), more
+than encoding a small pool; only the one-time export does.
 """
 
 from __future__ import annotations
@@ -68,6 +71,22 @@ def _check_layout(model_dir: Path) -> int:
         )
     st_cfg = model_dir / "sentence_bert_config.json"
     return int(json.loads(st_cfg.read_text()).get("max_seq_length", 256)) if st_cfg.is_file() else 256
+
+
+def load_tokenizer(model_dir: Path, max_length: int):
+    """The folder's ``tokenizer.json``, padding to the longest text of a batch and truncating at
+    `max_length` (the file itself says pad to a fixed 128 and truncate at 128)."""
+    from tokenizers import Tokenizer
+
+    path = model_dir / "tokenizer.json"
+    if not path.is_file():
+        raise InputError(f"{model_dir}: no tokenizer.json; the onnx backend needs a fast-tokenizer file")
+    tok = Tokenizer.from_file(str(path))
+    pad = tok.padding or {}
+    tok.enable_truncation(max_length=max_length, strategy="longest_first")
+    tok.enable_padding(pad_id=pad.get("pad_id", 0), pad_type_id=pad.get("pad_type_id", 0),
+                       pad_token=pad.get("pad_token", "[PAD]"), length=None)
+    return tok
 
 
 def export(model_dir: Path, out: Path) -> None:
@@ -127,7 +146,7 @@ class OnnxSentenceModel:
     session: object
     """``onnxruntime.InferenceSession``."""
     tokenizer: object
-    """The model folder's fast tokenizer (transformers)."""
+    """``tokenizers.Tokenizer`` of the model folder, set to pad to the longest and truncate."""
     max_seq_length: int
     """Token limit per text (sentence-transformers' ``max_seq_length``)."""
     path: Path
@@ -171,29 +190,31 @@ class OnnxSentenceModel:
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = ort.InferenceSession(str(target), opts, providers=["CPUExecutionProvider"])
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-        return cls(session, tokenizer, max_seq_length or limit, target)
+        return cls(session, load_tokenizer(model_dir, max_seq_length or limit), max_seq_length or limit, target)
 
     def tokenize(self, texts: list[str]) -> dict[str, np.ndarray]:
         """Token ids, mask and type ids ``[n, longest]`` int64, as sentence-transformers makes them."""
-        enc = self.tokenizer(texts, padding=True, truncation="longest_first", max_length=self.max_seq_length,
-                             return_tensors="np")
-        out = {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "attention_mask")}
-        out["token_type_ids"] = np.asarray(enc["token_type_ids"], np.int64) if "token_type_ids" in enc \
-            else np.zeros_like(out["input_ids"])
-        return out
+        enc = self.tokenizer.encode_batch(texts)
+        return {
+            "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+        }
 
-    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Mean-pooled embeddings ``[len(texts), D]`` float32 (not normalised), in input order.
 
         Texts go through in order of length so each batch pads to a similar length (padding is
-        paid for in full by every layer).
+        paid for in full by every layer). `progress` shows a bar with an ETA (stderr).
         """
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         parts: list[np.ndarray] = []
-        for start in range(0, len(order), batch_size):
+        starts = range(0, len(order), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc="encoding (onnx)", unit="batch")
+        for start in starts:
             batch = [texts[i] for i in order[start : start + batch_size]]
             parts.append(self.session.run(["embedding"], self.tokenize(batch))[0])
         if not parts:
