@@ -158,7 +158,8 @@ class TextEncoder:
         cache_dir: root of the on-disk cache (each model identity gets a sub-folder); None keeps the
             cache in memory for the life of the object. `trace_selector.paths.embeddings_dir()` is
             the conventional root.
-        batch_size: texts per forward pass.
+        batch_size: texts per forward pass (None: 64 for torch, as every existing cache was made;
+            16 for onnx, which ran 1.5x faster than 64 on pool texts, less padding per batch).
         dtype: compute precision: "float32", "bfloat16" (torch backend) or "int8" (onnx backend).
         store_dtype: storage precision of the cache; "float16" halves the disk, vectors are rounded
             the same way on a cold and a warm run so both give identical results. Both precisions
@@ -178,7 +179,7 @@ class TextEncoder:
         self,
         model: str | Path | None = None,
         cache_dir: str | Path | None = None,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         dtype: Precision = "float32",
         store_dtype: StoreDtype = "float32",
         device: str | None = None,
@@ -187,6 +188,8 @@ class TextEncoder:
         threads: int | None = None,
         export_dir: str | Path | None = None,
     ):
+        if batch_size is None:
+            batch_size = 16 if backend == "onnx" else 64
         if batch_size < 1:
             raise InputError(f"encoder batch_size must be >= 1, got {batch_size}")
         if backend not in ("torch", "onnx"):
