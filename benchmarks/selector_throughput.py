@@ -25,10 +25,10 @@ from pathlib import Path
 import torch
 from torch_geometric.loader import DataLoader
 
-from trace_selector.graph import build_graphs
+from trace_selector.graph import build_graphs, embed_plans, plan_graphs
 from trace_selector.graph.encoder import TextEncoder, parse_runtime
 from trace_selector.model import ModelConfig, SelectorNet, selection_loss
-from trace_selector.selector import Selector, graph_options, make_encoder, score_graphs, selections_from_scores
+from trace_selector.selector import Selector, graph_options, make_encoder, score_plans, selections_from_plans
 from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
 
 
@@ -71,12 +71,13 @@ def score_rows(pool, net, encoder: str, runtimes: list[str], threads: int, cache
                 enc = runtime_encoder(encoder, net.config.embed_dim, cache, runtime, threads, cache_root)
                 selector = Selector(net, encoder=enc, batch_size=64)
                 t1 = time.perf_counter()
-                graphs, _ = selector.graphs(pool)
+                # Selector.select() in two timed halves: graph plans + embeddings, then the network.
+                plans, _ = plan_graphs(pool, graph_options(net.config))
+                rows_, table = embed_plans(plans, selector.encoder)
                 t2 = time.perf_counter()
-                # Selector.select() in two timed halves: graphs (+ embeddings), then the network.
-                picks = selections_from_scores(graphs, score_graphs(net, graphs, 64))
+                picks = selections_from_plans(plans, score_plans(net, plans, rows_, table, 64))
                 t3 = time.perf_counter()
-                assert len(picks) == len(graphs)
+                assert len(picks) == len(plans)
                 rows.append((runtime if encoder == "all-MiniLM-L6-v2" else encoder, label,
                              len(pool.groups) / (t3 - t0), t2 - t1, t3 - t2, t1 - t0))
     return rows
@@ -149,7 +150,7 @@ def main() -> None:
     ref = rows[0][2]
     print(f"\nscoring at K={args.k}, encoder {args.encoder}")
     print(f"{'runtime':<11} {'cache':<5} {'questions/s':>12} {'x ' + rows[0][0] + ' cold':>14} {'x majority':>11} "
-          f"{'graphs+embed s':>15} {'network s':>10} {'load s':>7}")
+          f"{'plans+embed s':>15} {'network s':>10} {'load s':>7}")
     for runtime, label, qps, g, n, load in rows:
         print(f"{runtime:<11} {label:<5} {qps:>12.1f} {qps / ref:>14.2f} {qps / majority_qps:>11.4f} "
               f"{g:>15.2f} {n:>10.2f} {load:>7.2f}")
