@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runtimes", default="torch,onnx,onnx-int8", help="comma-separated; the first is the reference")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of every encoder and of the network")
     p.add_argument("--questions", type=int, default=None, help="first N questions only")
-    p.add_argument("--json", default=None, help="write the table as JSON here too")
+    p.add_argument("--json", default=None, help="write the table (and every runtime's picks) as JSON here too")
     a = p.parse_args(argv)
 
     import torch
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         fit = same >= AGREE_MIN and abs(d_em) <= EM_TOLERANCE
         print(f"{r['runtime']:<11} {r['texts_per_s']:>8.1f} {r['texts_per_s'] / ref['texts_per_s']:>9.2f} "
               f"{100 * same:>10.1f}% {r['em']:>6.2f} {d_em:>+6.2f}  {'yes' if fit else 'no'}")
-        table.append({k: v for k, v in r.items() if k != "picks"} | {"same_picks": same, "d_em": d_em, "fit": fit})
+        table.append(r | {"same_picks": same, "d_em": d_em, "fit": fit})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"pool": a.pool, "threads": a.threads, "rows": table}, f, indent=1)
