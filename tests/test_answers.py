@@ -114,3 +114,21 @@ def test_any_correct():
     assert any_correct(["Kyiv", "", "bucharest"], ["Bucharest"]) == 1.0
     assert any_correct(["Kyiv", ""], ["Bucharest"]) == 0.0
     assert any_correct([], ["Bucharest"]) == 0.0
+
+
+def test_normalize_matches_per_character_reference():
+    # The translate table must delete exactly what the per-character rule deletes, over every code
+    # point class that occurs in pool text (ASCII, Latin-1, quotes, dashes, symbols, CJK, emoji).
+    import unicodedata
+
+    from trace_selector.answers import _ARTICLES, _is_punct
+
+    def reference(text: str) -> str:
+        text = unicodedata.normalize("NFKC", text).lower()
+        text = "".join(ch for ch in text if not _is_punct(ch))
+        return " ".join(_ARTICLES.sub(" ", text).split())
+
+    sample = "".join(chr(c) for c in [*range(0x20, 0x250), *range(0x2000, 0x2070), *range(0x20A0, 0x20C0),
+                                      *range(0x3000, 0x3040), 0x1F600, 0xFF01, 0xFF21])
+    for text in [sample, sample[::-1], "The “Rock ’n’ roll” — hall of fame, 1,000 €"]:
+        assert normalize_answer(text) == reference(text)

@@ -10,6 +10,7 @@ from torch_geometric.data import Batch
 
 from model_graphs import one_thread, toy_graph
 from trace_selector.errors import InputError
+from trace_selector.model.layers import scatter_mean
 from trace_selector.model import AnswerQFormer, ModelConfig, RelationalMeanConv, SelectorNet, TypeEncoder
 from trace_selector.model.qformer import group_softmax, match_pairs
 
@@ -163,6 +164,23 @@ def test_relational_conv_mean_matches_reference():
     mean = torch.stack([x["a"][:3].mean(0), x["a"][3]])
     ref = conv.norm["b"](x["b"] + torch.relu(conv.root["b"](x["b"]) + conv.rel["a__r__b"](mean)))
     torch.testing.assert_close(out, ref)
+
+
+def test_relational_conv_sparse_rows_match_dense_reference():
+    # W_r is applied only to rows with an r-neighbour; the dense rule (W_r on every row's mean, an
+    # empty mean being zero) must give the same layer output, e.g. chunks each under one rank_r.
+    torch.manual_seed(1)
+    ets = [("s", f"rank_{r}", "c") for r in range(1, 4)] + [("c", "same", "c")]
+    conv = RelationalMeanConv(8, ets, ["c"]).eval()
+    x = {"s": torch.randn(3, 8), "c": torch.randn(9, 8)}
+    edges = {ets[0]: torch.tensor([[0, 1, 2], [0, 3, 6]]), ets[1]: torch.tensor([[0, 1, 2], [1, 4, 7]]),
+             ets[2]: torch.tensor([[0, 1, 2], [2, 5, 8]]), ets[3]: torch.tensor([[0, 3, 3], [3, 0, 8]])}
+    agg = conv.root["c"](x["c"])
+    for et in ets:
+        src = x["s"] if et[0] == "s" else x["c"]
+        agg = agg + conv.rel["__".join(et)](scatter_mean(src[edges[et][0]], edges[et][1], 9))
+    ref = conv.norm["c"](x["c"] + torch.relu(agg))
+    torch.testing.assert_close(conv(x, edges)["c"], ref, rtol=1e-6, atol=1e-6)
 
 
 def test_match_pairs_and_group_softmax():

@@ -26,10 +26,27 @@ def _is_punct(ch: str) -> bool:
     return ch in _PUNCT or unicodedata.category(ch)[0] in "PS"
 
 
+class _DropPunct(dict):
+    """`str.translate` table deleting `_is_punct` characters, filled on first sight of each code point.
+
+    Same result as a per-character Python filter, but the loop runs in C: graph building normalises
+    every trajectory's whole evidence (`evidence.evidence_words`), and the filter was 60% of the time
+    of building a K=16 graph.
+    """
+
+    def __missing__(self, code: int) -> int | None:
+        value = None if _is_punct(chr(code)) else code
+        self[code] = value
+        return value
+
+
+_DROP_PUNCT = _DropPunct()
+
+
 def normalize_answer(text: str) -> str:
     """Lowercase, strip punctuation and articles, collapse whitespace (SQuAD/HotpotQA)."""
     text = unicodedata.normalize("NFKC", text or "").lower()
-    text = "".join(ch for ch in text if not _is_punct(ch))
+    text = text.translate(_DROP_PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 

@@ -211,12 +211,15 @@ def _select(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--pool", type=Path, required=True, help="rollout pool to select from")
     p.add_argument("--out", type=Path, required=True, help="selections JSONL to write")
     p.add_argument("--batch-size", type=int, default=64, help="graphs per forward pass")
+    p.add_argument("--encoder-runtime", default=None,
+                   help="text-encoder runtime: torch, torch-bf16, onnx, onnx-int8 (default: the checkpoint's)")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector import paths
         from trace_selector.selector import Selector, write_selections
 
-        selector = Selector.from_pretrained(a.checkpoint, cache_dir=paths.embeddings_dir(), batch_size=a.batch_size)
+        selector = Selector.from_pretrained(a.checkpoint, cache_dir=paths.embeddings_dir(), batch_size=a.batch_size,
+                                            encoder_runtime=a.encoder_runtime)
         selections = selector.select(a.pool)
         write_selections(selections, a.out)
         known = [s.correct for s in selections if s.correct is not None]

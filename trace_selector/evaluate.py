@@ -78,6 +78,12 @@ class EvalConfig:
     threads: int | None = None
     """torch CPU threads for the selector (None: torch's default). One thread is often faster for these
     small graphs when other work shares the cores."""
+    encoder_runtime: str | None = None
+    """Text-encoder runtime of ``trace`` (graph/encoder.py `ENCODER_RUNTIMES`, e.g. ``onnx-int8``); None:
+    the one the checkpoint was trained with."""
+    encoder_threads: int | None = None
+    """CPU threads of ``trace``'s text encoder (None: `threads` for the torch runtimes, every core for
+    onnx). Encoding a cold pool is the one step that gains from both cores of a 2-core machine."""
     confidence: ConfidenceConfig = field(default_factory=ConfidenceConfig)
     """DeepConf token-confidence settings (``weighted_token``)."""
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -97,6 +103,13 @@ class EvalConfig:
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.encoder_threads is not None and self.encoder_threads < 1:
+            raise ValueError(f"encoder_threads must be >= 1, got {self.encoder_threads}")
+        if self.encoder_runtime is not None:
+            from trace_selector.graph.encoder import ENCODER_RUNTIMES
+
+            if self.encoder_runtime not in ENCODER_RUNTIMES:
+                raise ValueError(f"encoder_runtime must be one of {', '.join(ENCODER_RUNTIMES)}, got {self.encoder_runtime!r}")
         if self.budget_subsets < 1:
             raise ValueError(f"budget_subsets must be >= 1, got {self.budget_subsets}")
 
@@ -139,7 +152,8 @@ class TraceMethod:
 
     name = "trace"
 
-    def __init__(self, checkpoint: str | None, pool: Pool):
+    def __init__(self, checkpoint: str | None, pool: Pool, encoder_runtime: str | None = None,
+                 encoder_threads: int | None = None):
         self.checkpoint = checkpoint
         self.meta = pool.meta
         self.selector: Any = None
@@ -157,7 +171,9 @@ class TraceMethod:
         from trace_selector import paths
 
         # The on-disk embedding cache: a pool evaluated twice (or scored by `select`) is encoded once.
-        self.selector = Selector.from_pretrained(checkpoint, cache_dir=paths.embeddings_dir())
+        encoder = {k: v for k, v in (("encoder_runtime", encoder_runtime), ("encoder_threads", encoder_threads))
+                   if v is not None}
+        self.selector = Selector.from_pretrained(checkpoint, cache_dir=paths.embeddings_dir(), **encoder)
         self.load_seconds = time.perf_counter() - t0
 
     def check(self, groups: Sequence[QuestionGroup]) -> str | None:
@@ -210,7 +226,7 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
         if m in FAST_METHODS:
             methods[m] = build_fast(m, cfg.confidence)
         elif m == "trace":
-            methods[m] = TraceMethod(cfg.checkpoint, pool)
+            methods[m] = TraceMethod(cfg.checkpoint, pool, cfg.encoder_runtime, cfg.encoder_threads)
     return methods, skipped, engine
 
 

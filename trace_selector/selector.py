@@ -15,6 +15,7 @@ one of the pool's existing answers.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,9 +48,11 @@ class Selection:
         return d
 
 
-def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None):
+def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None,
+                 runtime: str = "torch", threads: int | None = None):
     """Text encoder by name: "all-MiniLM-L6-v2" (packaged), "bow" (synthetic bag-of-words), "hash"
-    (whole-text hash), or a local sentence-transformers folder."""
+    (whole-text hash), or a local sentence-transformers folder; `runtime` (graph/encoder.py
+    `ENCODER_RUNTIMES`) and `threads` apply to the model encoders only."""
     if name == "bow":
         from trace_selector.synthetic import BagOfWordsEncoder
 
@@ -58,9 +61,11 @@ def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None
         from trace_selector.graph.encoder import HashEncoder
 
         return HashEncoder(dim or 16)
-    from trace_selector.graph.encoder import TextEncoder
+    from trace_selector.graph.encoder import TextEncoder, parse_runtime
 
-    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir)
+    backend, dtype = parse_runtime(runtime)
+    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir,
+                       dtype=dtype, backend=backend, threads=threads)
 
 
 def graph_options(config: Any):
@@ -95,6 +100,45 @@ def score_graphs(net: torch.nn.Module, graphs: Sequence[Any], batch_size: int = 
     return out
 
 
+@torch.inference_mode()
+def score_plans(net: torch.nn.Module, plans: Sequence[Any], rows: dict[str, int], table: torch.Tensor,
+                batch_size: int = 64, device: str = "cpu") -> list[torch.Tensor]:
+    """`score_graphs` from graph plans and their embedding table, with no ``HeteroData`` in between
+    (graph/collate.py); the same scores, batch for batch."""
+    from trace_selector.graph.collate import collate_plans
+
+    was_training = net.training
+    net.eval()
+    out: list[torch.Tensor] = []
+    try:
+        for start in range(0, len(plans), batch_size):
+            b = collate_plans(plans[start : start + batch_size], rows, table).to(device)
+            scores = net.score(b.x, b.edge_index, b.traj, b.batch, b.vote, b.num_graphs).float().cpu()
+            out.extend(scores.split(b.candidates))
+    finally:
+        net.train(was_training)
+    return out
+
+
+def selections_from_plans(plans: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
+    """`selections_from_scores` for graph plans: argmax candidate (first on ties) per question id."""
+    result: dict[str, Selection] = {}
+    for p, s in zip(plans, scores):
+        if s.numel() == 0:
+            continue
+        values = s.tolist()
+        best = max(range(len(values)), key=values.__getitem__)  # first maximum, like torch.argmax
+        label = float(p.y[best])
+        result[p.question_id] = Selection(
+            question_id=p.question_id,
+            sample_id=int(p.sample_id[best]),
+            answer=p.answers[best],
+            scores={int(i): float(v) for i, v in zip(p.sample_id, values)},
+            correct=None if label != label else label,  # NaN: unknown
+        )
+    return result
+
+
 def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
     """argmax candidate of each graph (first on ties), keyed by question id."""
     result: dict[str, Selection] = {}
@@ -124,13 +168,29 @@ class Selector:
         cache_dir: on-disk embedding cache root for the default encoder (None: memory only).
         batch_size: graphs per forward pass.
         device: torch device for the network.
+        encoder_runtime: runtime of the default encoder (None: the checkpoint's
+            `ModelConfig.encoder_runtime`); another one than the checkpoint's works but warns, since
+            the network never saw its (slightly different) vectors.
+        encoder_threads: CPU threads of the default encoder (None: its default).
     """
 
     def __init__(self, net: Any, encoder: Any = None, cache_dir: str | Path | None = None,
-                 batch_size: int = 64, device: str = "cpu"):
+                 batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
+                 encoder_threads: int | None = None):
         self.net = net.to(device).eval()
         self.config = net.config
-        self.encoder = encoder if encoder is not None else make_encoder(self.config.encoder, self.config.embed_dim, cache_dir)
+        if encoder is None:
+            runtime = encoder_runtime or self.config.encoder_runtime
+            encoder = make_encoder(self.config.encoder, self.config.embed_dim, cache_dir, runtime, encoder_threads)
+        self.encoder = encoder
+        used = getattr(self.encoder, "runtime", None)  # model encoders only; hash/bow have no runtime
+        if used is not None and used != self.config.encoder_runtime:
+            warnings.warn(
+                f"selector trained on {self.config.encoder_runtime} embeddings is scoring with {used} "
+                f"embeddings; picks may differ slightly (pass encoder_runtime={self.config.encoder_runtime!r} "
+                "to reproduce its training inputs)",
+                stacklevel=2,
+            )
         if self.encoder.dim != self.config.embed_dim:
             raise InputError(
                 f"encoder {self.encoder.identity} gives {self.encoder.dim}-d vectors but the checkpoint "
@@ -141,11 +201,13 @@ class Selector:
 
     @classmethod
     def from_pretrained(cls, path_or_repo: str | Path, encoder: Any = None, cache_dir: str | Path | None = None,
-                        batch_size: int = 64, device: str = "cpu", **hub_kwargs: Any) -> Selector:
+                        batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
+                        encoder_threads: int | None = None, **hub_kwargs: Any) -> Selector:
         """Load a checkpoint folder (or Hub repo id) saved by `trace_selector.hub.save_selector`."""
         from trace_selector.hub import load_selector
 
-        return cls(load_selector(path_or_repo, **hub_kwargs), encoder, cache_dir, batch_size, device)
+        return cls(load_selector(path_or_repo, **hub_kwargs), encoder, cache_dir, batch_size, device,
+                   encoder_runtime, encoder_threads)
 
     def graphs(self, pool: Pool):
         """The pool's graphs under this checkpoint's options, and the drop report."""
@@ -160,8 +222,14 @@ class Selector:
             from trace_selector.records import read_pool
 
             pool = read_pool(pool)
-        graphs, _ = self.graphs(pool)
-        by_q = selections_from_scores(graphs, score_graphs(self.net, graphs, self.batch_size, self.device))
+        from trace_selector.graph import embed_plans, plan_graphs
+
+        plans, _ = plan_graphs(pool, graph_options(self.config))
+        by_q: dict[str, Selection] = {}
+        if plans:
+            rows, table = embed_plans(plans, self.encoder)
+            scores = score_plans(self.net, plans, rows, table, self.batch_size, self.device)
+            by_q = selections_from_plans(plans, scores)
         return [by_q.get(g.question_id) or Selection(g.question_id, None, "") for g in pool.groups]
 
 

@@ -247,7 +247,7 @@ class PoolDataModule(L.LightningDataModule):
         if self.encoder is None:
             from trace_selector import paths
 
-            self.encoder = make_encoder(m.encoder, m.embed_dim, d.embed_cache or paths.embeddings_dir())
+            self.encoder = make_encoder(m.encoder, m.embed_dim, d.embed_cache or paths.embeddings_dir(), m.encoder_runtime)
         if self.encoder.dim != m.embed_dim:
             raise InputError(f"model.embed_dim={m.embed_dim} but encoder {self.encoder.identity} gives {self.encoder.dim}")
         train_groups, val_groups = self._pools()

@@ -53,14 +53,10 @@ def build_graph(group: QuestionGroup, encoder: Encoder, options: GraphOptions | 
     return materialize(plan, rows, table)
 
 
-def build_graphs(
-    pool: Pool | Iterable[QuestionGroup], encoder: Encoder, options: GraphOptions | None = None
-) -> tuple[list, DropReport]:
-    """Graphs of every question with a retained trajectory, in pool order, and what was dropped.
-
-    Texts of all questions go through `encoder` in one call, so the encoder batches across graphs
-    and encodes each distinct text once.
-    """
+def plan_graphs(
+    pool: Pool | Iterable[QuestionGroup], options: GraphOptions | None = None
+) -> tuple[list[GraphPlan], DropReport]:
+    """Plans of every question with a retained trajectory, in pool order, and what was dropped."""
     from trace_selector.errors import InputError
 
     options = options or GraphOptions()
@@ -80,10 +76,28 @@ def build_graphs(
         plans.append(plan)
         report.graphs += 1
         report.retained += plan.kept
+    return plans, report
+
+
+def embed_plans(plans: list[GraphPlan], encoder: Encoder) -> tuple[dict[str, int], torch.Tensor]:
+    """Row of every distinct text of `plans` in one embedding table, encoded in one call (so the
+    encoder batches across graphs and encodes each distinct text once)."""
+    return _embed(plans, encoder)
+
+
+def build_graphs(
+    pool: Pool | Iterable[QuestionGroup], encoder: Encoder, options: GraphOptions | None = None
+) -> tuple[list, DropReport]:
+    """Graphs of every question with a retained trajectory, in pool order, and what was dropped.
+
+    Texts of all questions go through `encoder` in one call, so the encoder batches across graphs
+    and encodes each distinct text once.
+    """
+    plans, report = plan_graphs(pool, options)
     if not plans:  # nothing to embed: do not make the encoder load a model
         return [], report
     rows, table = _embed(plans, encoder)
     return [materialize(p, rows, table) for p in plans], report
 
 
-__all__ = ["DropReport", "GraphOptions", "build_graph", "build_graphs", "plan_graph"]
+__all__ = ["DropReport", "GraphOptions", "build_graph", "build_graphs", "embed_plans", "plan_graph", "plan_graphs"]

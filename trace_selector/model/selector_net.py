@@ -62,6 +62,10 @@ class ModelConfig:
     encoder: str = "all-MiniLM-L6-v2"
     """Text encoder of the graphs: "all-MiniLM-L6-v2" (packaged), a local model folder, "bow"
     (synthetic bag-of-words) or "hash" (whole-text hash; tests)."""
+    encoder_runtime: str = "torch"
+    """How the text embeddings were computed (graph/encoder.py `ENCODER_RUNTIMES`): "torch" (fp32
+    sentence-transformers, what checkpoints saved before this field used), "torch-bf16", "onnx" or
+    "onnx-int8". Selectors score with this runtime unless told otherwise, and warn when told."""
     merge_evidence: bool = False
     """Graphs were built with same-content evidence merged into one node (ablation)."""
     merge_answers: bool = False
@@ -88,6 +92,10 @@ class ModelConfig:
             raise ValueError(f"heads ({self.heads}) must be positive and divide hidden ({self.hidden})")
         if self.readout not in ("answer", "fixed"):
             raise ValueError(f"readout must be 'answer' or 'fixed', got {self.readout!r}")
+        from trace_selector.graph.encoder import ENCODER_RUNTIMES
+
+        if self.encoder_runtime not in ENCODER_RUNTIMES:
+            raise ValueError(f"encoder_runtime must be one of {', '.join(ENCODER_RUNTIMES)}, got {self.encoder_runtime!r}")
         if not 0.0 < self.init_scale <= self.max_scale:
             raise ValueError(f"need 0 < init_scale <= max_scale, got {self.init_scale}, {self.max_scale}")
 
