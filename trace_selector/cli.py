@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -363,8 +364,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     # `kill` (SIGTERM) unwinds like Ctrl-C, so `finally` blocks shut vLLM's engine-core processes down
-    # instead of leaving them orphaned with their memory; a watchdog forces the exit if that hangs.
-    shutdown.install()
+    # instead of leaving them orphaned with their memory. The process-wide watchdog that forces the
+    # exit if that hangs is only for the real command; a caller of main() keeps its own process.
+    if from_shell:
+        shutdown.install()
+    previous = None if from_shell else signal.signal(signal.SIGTERM, shutdown.raise_interrupt)
     try:
         return handlers[args.command](args)
     except InputError as err:
@@ -381,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `trace-selector validate pool | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

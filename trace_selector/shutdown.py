@@ -30,6 +30,11 @@ _installed = False
 _interrupted = False
 
 
+def raise_interrupt(signum: int, frame: object) -> None:
+    """A SIGTERM handler that unwinds like Ctrl-C (no watchdog)."""
+    raise KeyboardInterrupt
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     global _interrupted
     if _interrupted:  # the watchdog would also get there; this is sooner when the main thread is free
