@@ -381,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        if from_shell:
+            # The `finally` blocks have run (shard durable, engine told to close). Interpreter
+            # finalization would now reset the signal handlers, freeze the watchdog thread and run
+            # vLLM's atexit hooks, which have hung a stopped rollout for minutes; so leave at once.
+            shutdown.exit_now()
         return 130
     except BrokenPipeError:  # `trace-selector validate pool | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")

@@ -7,7 +7,10 @@ minutes with the lock held. So the C-level signal handler also writes the signal
 (`signal.set_wakeup_fd`), which a watchdog thread reads even when the main thread is stuck in C code
 and never runs the Python handler. After `grace` seconds (or at a second signal) the watchdog kills
 the process's children and calls `os._exit`; the kernel then drops the `flock` on the pool lock,
-and the shard, written line by line and fsynced per group, resumes on the next run.
+and the shard, written line by line and fsynced per group, resumes on the next run. An interrupted
+command that did unwind leaves through `exit_now` rather than interpreter finalization, which resets
+the handlers, freezes daemon threads (the watchdog among them) and runs vLLM's atexit hooks: a stopped
+rollout once hung there.
 """
 
 from __future__ import annotations
@@ -61,6 +64,17 @@ def _force_exit(reason: str) -> None:
     finally:
         _kill_children()
         os._exit(EXIT_CODE)
+
+
+def exit_now() -> None:
+    """End an interrupted command without interpreter finalization: flush, kill children, exit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    _kill_children()
+    os._exit(EXIT_CODE)
 
 
 def _watch(read_fd: int, grace: float) -> None:
