@@ -118,8 +118,8 @@ def test_chat_clip_keeps_head_and_tail():
 
 
 def test_llm_config_validation():
-    with pytest.raises(ValueError, match="judge_threshold"):
-        LLMConfig(judge_threshold=7)
+    with pytest.raises(ValueError, match="judge_tokens"):
+        LLMConfig(judge_tokens=0)
     with pytest.raises(ValueError, match="max_prompt_tokens"):
         LLMConfig(max_prompt_tokens=100)
 
@@ -209,21 +209,46 @@ def rubric_by_answer(scores):
     return respond
 
 
-def test_judge_global_first_valid_and_top_k():
+def test_judge_global_scores_every_answered_trajectory():
     g = make_group(answers=("Paris", "London", "Rome", "Rome"))
-    scores = {"Paris": (2, 1, 1), "London": (2, 2, 2), "Rome": (2, 2, 1)}
-    engine, c = chat(rubric_by_answer(scores), judge_threshold=4, judge_top_k=3)
+    engine, c = chat(rubric_by_answer({"Paris": (2, 1, 1), "London": (2, 2, 2), "Rome": (2, 2, 1)}))
     gs = Judge(c, "global").select([g])[0]
     assert gs.answer == "London" and gs.scores == {0: 4.0, 1: 6.0, 2: 5.0, 3: 5.0} and len(engine.requests) == 4
+
+
+def test_fves_returns_the_first_valid_replica_without_a_call():
+    g = make_group(answers=("", "Rome", "London", "London"))
+    engine, c = chat(lambda p, r: pytest.fail("FVES must not call the judge"))
+    p = Judge(c, "first_valid").select([g])[0]
+    assert (p.sample_id, p.answer, p.tokens_in, engine.requests) == (1, "Rome", 0, [])  # sample 0 has no answer
+    g.trajectories[1].finish_reason = "length"  # cut off: not a completed replica
+    assert Judge(c, "first_valid").select([g])[0].sample_id == 2
+    for t in g.trajectories:
+        t.finish_reason = "context"
+    p = Judge(c, "first_valid").select([g])[0]
+    assert p.answer == "London" and "no valid completed replica" in p.fallback
+
+
+def test_tks_judges_only_the_first_half_of_the_replicas():
+    # K = 4 -> ceil(4 / 2) = 2 replicas judged: Paris (4) and Rome (5) -> Rome, although the later
+    # London replicas would score 6 (global picks London).
+    scores = {"Paris": (2, 1, 1), "London": (2, 2, 2), "Rome": (2, 2, 1)}
+    g = make_group(answers=("Paris", "Rome", "London", "London"))
+    engine, c = chat(rubric_by_answer(scores))
+    p = Judge(c, "top_k").select([g])[0]
+    assert (p.answer, p.sample_id, len(engine.requests), p.extra["judged"]) == ("Rome", 1, 2, 2)
+    assert Judge(c, "global").select([g])[0].answer == "London"
+    # K = 5 -> ceil(2.5) = 3 valid replicas; the unanswered sample 0 is skipped, so samples 1, 2, 3.
+    g5 = make_group(answers=("", "Paris", "Rome", "London", "London"))
     engine.requests.clear()
-    fves = Judge(c, "first_valid").select([g])[0]
-    assert fves.answer == "Paris" and len(engine.requests) == 1  # 4 >= threshold 4: stop at the first
+    p = Judge(c, "top_k").select([g5])[0]
+    assert p.answer == "London" and p.sample_id == 3 and len(engine.requests) == 3
+    # One valid replica in the window: nothing to compare, no call.
+    g1 = make_group(answers=("Paris", "", "London", ""))
+    g1.trajectories[0].finish_reason = "length"
     engine.requests.clear()
-    tks = Judge(c, "top_k").select([g])[0]
-    assert tks.answer == "Rome" and tks.sample_id == 2  # top-3 = London, Rome, Rome -> vote Rome
-    c.cfg.judge_threshold = 6
-    engine.requests.clear()
-    assert Judge(c, "first_valid").select([g])[0].answer == "London" and len(engine.requests) == 2
+    p = Judge(c, "top_k").select([g1])[0]
+    assert p.answer == "London" and engine.requests == []
 
 
 def test_judge_parse_failures_and_fallback():

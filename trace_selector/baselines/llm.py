@@ -49,10 +49,6 @@ class LLMConfig:
     """AggAgent tool turns before it must finish (the last turn only allows finish)."""
     observation_tokens: int = 256
     """Most tokens of one AggAgent tool observation."""
-    judge_threshold: int = 5
-    """TIPEX first-valid early stopping: a trajectory scoring at least this total (of 6) is accepted."""
-    judge_top_k: int = 3
-    """TIPEX top-k selection: vote among this many best-scored trajectories."""
     doc_chars: int = 240
     """Characters kept of each retrieved document in rendered transcripts."""
     skip_unanimous: bool = True
@@ -60,13 +56,11 @@ class LLMConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_prompt_tokens", "answer_tokens", "report_tokens", "judge_tokens", "action_tokens",
-                     "agent_max_turns", "observation_tokens", "judge_top_k", "doc_chars"):
+                     "agent_max_turns", "observation_tokens", "doc_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_prompt_tokens < 256:
             raise ValueError(f"max_prompt_tokens must be >= 256 to hold the instructions, got {self.max_prompt_tokens}")
-        if not 0 <= self.judge_threshold <= 6:
-            raise ValueError(f"judge_threshold must be in 0..6 (three criteria scored 0-2), got {self.judge_threshold}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
 
