@@ -10,7 +10,7 @@ import pytest
 
 from trace_selector.baselines import prompts
 from trace_selector.baselines.aggagent import AggAgent, parse_action
-from trace_selector.baselines.aggregators import SolAgg, SummAgg
+from trace_selector.baselines.aggregators import SolAgg, SummAgg, report_text
 from trace_selector.baselines.judge import Judge, parse_rubric
 from trace_selector.baselines.llm import Chat, LLMConfig, answer_span, match_candidate
 from trace_selector.baselines.render import render_steps, search_trajectories
@@ -127,14 +127,56 @@ def test_llm_config_validation():
 # --- SolAgg / SummAgg ---------------------------------------------------------------------------
 
 def test_solagg_maps_to_existing_answer_and_counts_tokens():
-    engine, c = chat(lambda p, r: "London is best supported.\n<answer>London</answer>")
+    out = "Solution 2 quotes a document. <answer>London</answer>"
+    engine, c = chat(lambda p, r: out)
     [p] = SolAgg(c).select([make_group()])
     assert (p.sample_id, p.answer, p.parse_failures) == (1, "London", 0)
     [req] = engine.requests
     prompt = engine.decode(req.prompt_token_ids)
-    assert "Candidate 1" in prompt and "Candidate 2" in prompt and "Answer: London" in prompt
-    assert req.regex == "<answer>(Paris|London)</answer>" and req.temperature == 0.0
-    assert p.tokens_in == len(req.prompt_token_ids) and p.tokens_out == len("London is best supported.\n<answer>London</answer>")
+    assert "[Solution 1]" in prompt and "Final answer of solution 2: London" in prompt
+    assert "The documents say London." in prompt  # the whole final solution, not a summary
+    # ParallelMuse's trust rules and sampling
+    assert "agreement makes the answer more likely to be right, but it is not a guarantee" in " ".join(prompt.split())
+    assert "Never combine different answers" in prompt and "cannot call tools" in prompt
+    assert (req.temperature, req.top_p) == (0.6, 0.95)
+    # free reasoning (anything but "<"), then one of the candidates
+    assert req.regex == "[^<]*<answer>(Paris|London)</answer>" and re.fullmatch(req.regex, out)
+    assert p.tokens_in == len(req.prompt_token_ids) and p.tokens_out == len(out)
+    assert p.extra["forced_answer"] is False and p.extra["cut_tokens"] == 0
+
+
+def test_integrate_cut_before_answer_gets_a_forced_answer():
+    class Cut(FakeEngine):
+        def generate(self, requests, progress=False):
+            out = super().generate(requests, progress)
+            for r, g in zip(requests, out):
+                if r.max_tokens == 512:  # the free-reasoning call ran out of tokens
+                    g.finish_reason = "length"
+            return out
+
+    engine = Cut(lambda p, r: "Let me weigh them" if r.max_tokens == 512 else "London</answer>")
+    [p] = SolAgg(Chat(engine, LLMConfig())).select([make_group()])
+    assert p.answer == "London" and p.extra["forced_answer"] is True
+    first, forced = engine.requests
+    assert forced.max_tokens == 48 and forced.regex == "(Paris|London)</answer>"
+    # the continuation resumes from the reasoning it wrote, with the answer tag already open
+    assert engine.decode(forced.prompt_token_ids) == engine.decode(first.prompt_token_ids) + "Let me weigh them\n<answer>"
+    assert p.tokens_out == len("Let me weigh them") + len("London</answer>")
+
+
+def test_budgets_fit_the_context_and_cuts_are_reported():
+    engine = FakeEngine(lambda p, r: "<answer>Paris</answer>")
+    engine.config = type("Cfg", (), {"max_model_len": 3000})()
+    c = Chat(engine, LLMConfig(answer_tokens=400))
+    assert c.context == 3000 and c.prompt_budget(400) == 2600
+    g = make_group()
+    for t in g.trajectories:
+        t.final_text = "reasoning " * 200 + f"<answer>{t.answer}</answer>"
+    [p] = SolAgg(c).select([g])
+    [req] = engine.requests
+    assert 2400 < len(req.prompt_token_ids) <= 2600 and p.extra["cut_tokens"] > 0
+    with pytest.raises(ValueError, match="leaves"):
+        c.prompt_budget(2900)
 
 
 def test_solagg_parse_failure_falls_back_to_majority():
@@ -156,22 +198,35 @@ def test_aggregators_skip_unanimous_and_unanswered_questions():
 
 
 def test_summagg_reports_then_integrates():
+    report = "Solution Planning: look up.\nSolution Methods: found it.\nFinal Reasoning: done."
+
     def respond(prompt, req):
-        if "Report:" in prompt and "Record:" in prompt:
-            return "Solution Planning: look up.\nSolution Methods: found it.\nFinal Reasoning: done."
-        return "Report 2 is best.\n<answer>Report 2</answer>"
+        if "<report></report>" in prompt:
+            return f"Here it is. <report>{report}</report> trailing"
+        return "Report 2 has the only quoted evidence.\n<answer>London</answer>" if "Paris" in prompt else "<answer>Milan</answer>"
 
     engine, c = chat(respond)
     groups = [make_group("q1"), make_group("q2", answers=("Rome", "Milan"))]
     p1, p2 = SummAgg(c).select(groups)
     assert engine.batches == 2 and len(engine.requests) == 3 + 2 + 2  # reports, then one integrate per question
     assert (p1.answer, p2.answer) == ("London", "Milan")
-    report_len = len("Solution Planning: look up.\nSolution Methods: found it.\nFinal Reasoning: done.")
-    assert p1.extra["report_tokens"] == 3 * report_len and p1.extra["trajectory_tokens"] > 0
+    out = len(f"Here it is. <report>{report}</report> trailing")
+    assert p1.extra["report_tokens"] == 3 * out and p1.extra["trajectory_tokens"] > 0
+    first = engine.decode(engine.requests[0].prompt_token_ids)
+    assert "Question: What is the capital of France?" in first and "Solution Planning" in first
     integrate = engine.decode(engine.requests[5].prompt_token_ids)
-    assert "do not prefer an answer because more reports" in integrate and "Do not search or call any tool" in integrate
-    assert "Final answer of report 3: Paris" in integrate and "Solution Planning" in integrate
-    assert p1.tokens_out == 3 * report_len + len("Report 2 is best.\n<answer>Report 2</answer>")
+    flat = " ".join(integrate.split())
+    assert "more likely to be right, but it is not a guarantee" in flat and "cannot call tools" in flat
+    assert "Trust a report much less if it does not end with a clear, definite answer" in flat
+    assert "Choose exactly one report" in flat
+    # only the text inside <report> reaches the integrate call
+    assert f"[Report 3]\n{report}\nFinal answer of report 3: Paris" in integrate and "trailing" not in integrate
+
+
+def test_report_text_extraction():
+    assert report_text("x <report> A </report> y") == "A"
+    assert report_text("x <report> cut off") == "cut off"
+    assert report_text("no tags") == "no tags"
 
 
 # --- AggAgent -----------------------------------------------------------------------------------

@@ -300,6 +300,12 @@ def summarize(name: str, run: MethodRun, groups: Sequence[QuestionGroup]) -> dic
         entry["report_tokens"] = report
         entry["trajectory_tokens"] = traj
         entry["compression_ratio"] = round(report / traj, 4)
+    cut = sum(p.extra.get("cut_tokens", 0) for p in run.picks)  # trajectory text LLM methods could not fit
+    if cut:
+        entry["cut_tokens"] = cut
+    forced = sum(1 for p in run.picks if p.extra.get("forced_answer"))
+    if forced:
+        entry["forced_answers"] = forced
     signals: dict[str, int] = {}
     for p in run.picks:  # DeepConf: token confidences or the sampled-log-prob fallback, per question
         if "signal" in p.extra:
@@ -435,6 +441,10 @@ def format_table(results: dict[str, Any]) -> str:
             notes.append(f"{r['parse_failures']} parse failures")
         if r["fallbacks"]:
             notes.append(f"{r['fallbacks']} fallbacks")
+        if r.get("cut_tokens"):
+            notes.append(f"{r['cut_tokens']} tokens cut to fit")
+        if r.get("forced_answers"):
+            notes.append(f"{r['forced_answers']} forced answers")
         if r.get("signal", {}).get("sampled_logprob"):
             notes.append(f"sampled-token log-probs, no token_conf on {r['signal']['sampled_logprob']} questions")
         if "compression_ratio" in r:

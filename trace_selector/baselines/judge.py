@@ -90,8 +90,8 @@ class Judge(Aggregator):
         """(scores or None, tokens in, tokens out) per (group, trajectory), in one batch."""
         convs = []
         for g, t in jobs:
-            base = self.chat.count(prompts.JUDGE.format(question=g.question, transcript=""))
-            transcript = self.chat.clip(render_transcript(t, self.chat.cfg.doc_chars), self._fit(base, 1))
+            base = self.chat.prompt_tokens(prompts.JUDGE.format(question=g.question, transcript=""))
+            transcript = self.chat.clip(render_transcript(t, self.chat.cfg.doc_chars), self._fit(base, 1, self.chat.cfg.judge_tokens))
             convs.append([{"role": "user", "content": prompts.JUDGE.format(question=g.question, transcript=transcript)}])
         replies = self.chat(convs, self.chat.cfg.judge_tokens, regex=prompts.JUDGE_REGEX)
         return [(parse_rubric(r.text), r.tokens_in, r.tokens_out) for r in replies]

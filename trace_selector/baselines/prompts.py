@@ -3,62 +3,74 @@
 Kept in one module so wording changes are reviewed in one place and no prompt text is duplicated
 in the method code (STYLE, "what to avoid" 4). Placeholders use `str.format`.
 
-- SolAgg: all final answers with a short solution each, one integrate call.
-- SummAgg (ParallelMuse, Tongyi DeepResearch 2025, "compressed reasoning
-  aggregation"): one structured report per trajectory (Solution Planning / Solution Methods with only
-  the essential tool-result fragments / Final Reasoning), then one integrate call over the reports that
-  weighs reasoning rather than agreement, uses no tools and must not merge answers.
+- SolAgg: every final solution with its answer, one integrate call under ParallelMuse's rules.
+- SummAgg (ParallelMuse, Tongyi DeepResearch 2025, "compressed reasoning aggregation"): one structured
+  report per trajectory (Solution Planning / Solution Methods with only the essential tool-result
+  fragments / Final Reasoning, inside <report>), then one integrate call over the reports: free
+  reasoning before <answer>, agreement raises the likelihood but is no guarantee, a report without a
+  definite answer is trusted less, exactly one report is chosen, no tools, no merged or broad answers.
 - AggAgent: an aggregator agent with tools over the trajectories.
 - TIPEX judge: a 0-2 rubric on answer definiteness, evidence strength and reasoning consistency.
 """
 
 from __future__ import annotations
 
-SOLAGG = """You are given several candidate solutions to the same question, each found by a search agent.
-Pick the candidate answer that is best supported by its solution. Reply with the chosen answer, copied
-exactly, inside <answer></answer>.
+# ParallelMuse's integration rules (compressed_reasoning_aggregation.py, INTEGRATE_PROMPT), in our own
+# words; SolAgg uses the same rules over final solutions instead of reports.
+_INTEGRATE_RULES = """Some of them may contradict each other, so decide which ones are sound and trustworthy. When several
+{items} reach the same answer, that agreement makes the answer more likely to be right, but it is not a
+guarantee: check the reasoning and evidence behind it before you accept it.
 
-Question: {question}
+Rules:
+- The question has one definite answer. Do not refuse to answer because you are unsure.
+- Trust {an_item} much less if it does not end with a clear, definite answer.
+- Choose exactly one {item}: the one whose answer is most likely correct.
+- You cannot call tools or look anything up; reason only from what the {items} contain.
+- Never combine different answers, and never give a broad answer meant to cover several of them.
+- Do not restate the {items}.
 
-{candidates}
+Think it through first. Then give the chosen {item}'s short answer, exactly as it states it, inside
+<answer></answer>."""
 
-Which answer is correct?"""
+SOLAGG = """You have to answer this question: {question}
 
-SOLAGG_CANDIDATE = """Candidate {i}
-Solution: {solution}
-Answer: {answer}
+Several agents searched for the answer independently; below is each agent's final solution and answer.
+You are the final analyst: weigh the solutions and decide which answer is correct.
+""" + _INTEGRATE_RULES.format(items="solutions", item="solution", an_item="a solution") + """
+
+{candidates}"""
+
+SOLAGG_CANDIDATE = """[Solution {i}]
+{solution}
+Final answer of solution {i}: {answer}
 """
 
-SUMMAGG_REPORT = """Below is the full record of a search agent answering a question. Write a short structured report
-of how it solved the question, with exactly these three sections:
+SUMMAGG_REPORT = """Below is the full record of a search agent working on a question.
 
-Solution Planning: how the agent decomposed the question and what it decided to look for.
-Solution Methods: the searches it made and, for each, only the essential fragment of the search result
-that it relied on (quote a few words; leave out everything irrelevant).
-Final Reasoning: how those fragments lead to its final answer, and any gap or contradiction.
-
-Do not judge whether the answer is right and do not add new facts.
-
-Question: {question}
-
-Record:
 {transcript}
 
-Report:"""
+Condense this record into a short but complete report of how the agent solved the problem. Use only
+what is in the record; add nothing from elsewhere. The report has three parts:
 
-SUMMAGG_INTEGRATE = """Several search agents answered the same question independently. Below is a structured report of each
-agent's reasoning and its final answer.
+1. Solution Planning: how the question was split into sub-problems, in what order, and which ones
+   depended on which.
+2. Solution Methods: for each sub-problem, the tool calls made (with their arguments) and the partial
+   answers they gave. Quote only the fragments of tool results that an answer rests on, never whole
+   results.
+3. Final Reasoning: how the sub-answers lead to the final answer.
 
-Judge the quality of each report's reasoning and evidence; do not prefer an answer because more reports
-give it. Do not search or call any tool: use only the reports. Choose exactly one of the reports' final
-answers; never combine or rewrite answers. Reply with the chosen answer, copied exactly, inside
-<answer></answer>.
+Keep it focused: leave out anything unrelated to solving the problem and every tool call that did not
+help, so that each step can be traced. Write the report in Markdown inside <report></report>."""
 
-Question: {question}
+SUMMAGG_INTEGRATE = """You have to answer this question: {question}
+
+Several teams worked on it independently, and each wrote a report of its approach. You are the final
+analyst: examine the methods in the reports and the key information each one found.
+""" + _INTEGRATE_RULES.format(items="reports", item="report", an_item="a report") + """
 
 {reports}"""
 
-SUMMAGG_ENTRY = """Report {i}
+SUMMAGG_ENTRY = """[Report {i}]
 {report}
 Final answer of report {i}: {answer}
 """
@@ -115,13 +127,16 @@ def _literal(text: str) -> str:
     return "".join("\\" + ch if ch in _REGEX_SPECIAL else ch for ch in " ".join(text.split()))
 
 
-def choice_regex(answers: list[str]) -> str:
-    """``<answer>(a|b|...)</answer>`` over the candidate answers: the output is always one of them.
+def choice_regex(answers: list[str], reasoning: bool = True) -> str:
+    """Free reasoning (no ``<``), then ``<answer>(a|b|...)</answer>`` over the candidate answers, so
+    the output always ends in one of them; ``reasoning=False`` gives only the tail after ``<answer>``
+    (for the forced continuation when the reasoning ran out of tokens).
 
-    With a free pattern ("[^<\\n]*<answer>[^<\\n]+</answer>") SmolLM2-135M's outputs matched no
-    candidate for 4 of 4 SolAgg and 2 of 4 SummAgg questions of the synthetic benchmark pool.
+    With a free answer pattern ("[^<\\n]*<answer>[^<\\n]+</answer>") SmolLM2-135M's outputs matched
+    no candidate for 4 of 4 SolAgg and 2 of 4 SummAgg questions of the synthetic benchmark pool.
     """
-    return "<answer>(" + "|".join(_literal(a) for a in answers) + ")</answer>"
+    choice = "(" + "|".join(_literal(a) for a in answers) + ")</answer>"
+    return "[^<]*<answer>" + choice if reasoning else choice
 
 
 def aggagent_regex(k: int, last: bool) -> str:
