@@ -53,3 +53,20 @@ def test_sigterm_unwinds_like_ctrl_c(monkeypatch, capsys):
     assert main(["validate", "pool.jsonl"]) == 130
     assert cleaned and "interrupted" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_bad_yaml_and_unwritable_outputs_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("methods: [majority\n")
+    assert main(["evaluate", "--config", str(bad), "--pool", "nowhere.jsonl"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad}: not valid YAML") and err.count("\n") == 1
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for out in (blocker / "results.json", tmp_path / ("x" * 300 + ".json")):
+        assert main(["evaluate", "--pool", "nowhere.jsonl", "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: --out ") and "cannot write there" in err and err.count("\n") == 1
+    # a missing folder is created rather than refused; the run then fails on its real problem
+    assert main(["evaluate", "--pool", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "new" / "r.json")]) == 1
+    assert (tmp_path / "new").is_dir() and "missing.jsonl" in capsys.readouterr().err

@@ -109,15 +109,23 @@ def test_generates_with_processed_logprobs(engine):
 
 @pytest.mark.slow
 def test_stop_string_kept_and_regex_enforced(engine):
-    prompt = engine.chat_token_ids([{"role": "user", "content": "Count: one, two, three, four"}])
-    [stopped] = engine.generate([GenRequest(prompt, max_tokens=64, temperature=0.0, stop=[","])])
-    assert stopped.finish_reason == "length" or stopped.text.endswith(",")
-    assert stopped.text.count(",") <= 1
-    pattern = r"<search>[a-z ]{1,20}</search>"
-    [structured] = engine.generate([GenRequest(prompt, max_tokens=40, temperature=1.0, regex=pattern)])
+    import math
     import re
 
+    prompt = engine.chat_token_ids([{"role": "user", "content": "Count: one, two, three, four"}])
+    # The grammar forces commas into the text whatever the model prefers, so the stop string must cut
+    # the completion right after the first one (a greedy model may otherwise never write a comma).
+    listing = r"[a-z]{1,8}, [a-z]{1,8}, [a-z]{1,8}"
+    [stopped] = engine.generate([GenRequest(prompt, max_tokens=40, temperature=0.0, stop=[","], regex=listing)])
+    assert stopped.finish_reason == "stop" and stopped.text.endswith(",") and stopped.text.count(",") == 1
+    assert re.fullmatch(r"[a-z]{1,8},", stopped.text), stopped.text
+    pattern = r"<search>[a-z ]{1,20}</search>"
+    [structured] = engine.generate([GenRequest(prompt, max_tokens=40, temperature=1.0, regex=pattern,
+                                               top_logprobs=20)])
     assert re.fullmatch(pattern, structured.text), structured.text
+    # DeepConf confidences: one per token, finite even where the grammar masks all but one token
+    assert len(structured.token_conf) == len(structured.token_ids) == len(structured.logprobs)
+    assert all(math.isfinite(c) and c >= 0 for c in structured.token_conf)
 
 
 @pytest.mark.slow
@@ -132,3 +140,26 @@ def test_prefix_cache_hits_on_repeated_prompt(engine):
     assert second.cached_tokens is not None and second.cached_tokens > 0
     assert engine.stats.cached_tokens - before >= second.cached_tokens
     assert second.token_ids == first.token_ids  # cached and uncached prefill agree greedily
+
+
+def test_deepconf_token_confidence_known_values():
+    from trace_selector.rollout.engine import top_confidences
+    from trace_selector.rollout.generation import token_confidence
+
+    assert token_confidence([-0.5, -1.5]) == pytest.approx(1.0)
+    # a grammar-forced position: one finite candidate, the rest masked to -inf -> floored at -20
+    assert token_confidence([0.0, float("-inf"), float("-inf"), float("-inf")]) == pytest.approx(15.0)
+    # top-k of the dict: the sampled token (rank 4 here) is in the dict but outside the top 2
+    positions = [{1: _lp(-0.1), 2: _lp(-0.3), 3: _lp(-2.0), 9: _lp(-4.0)}, {5: _lp(-1.0), 6: _lp(-3.0)}]
+    assert top_confidences(positions, 2) == pytest.approx([0.2, 2.0])
+    assert top_confidences(positions, 0) is None and top_confidences(None, 20) is None
+    with pytest.raises(ValueError, match="at least one"):
+        token_confidence([])
+
+
+def test_result_carries_token_confidence_when_asked():
+    completion = SimpleNamespace(text="ab", token_ids=(3, 4), finish_reason="stop",
+                                 logprobs=[{3: _lp(-0.1), 8: _lp(-0.3)}, {4: _lp(-0.2), 8: _lp(-1.0)}])
+    out = SimpleNamespace(outputs=[completion], prompt_token_ids=[1], num_cached_tokens=0)
+    assert result_from_output(out, False, top_logprobs=20).token_conf == pytest.approx([0.2, 0.6])
+    assert result_from_output(out, False).token_conf is None

@@ -248,3 +248,14 @@ def test_real_server_matches_in_process_greedy(tmp_path):
     finally:
         local.close()
     assert mine.token_ids == served[0].token_ids
+
+
+def test_parse_completion_token_confidence_from_top_logprobs():
+    body = _body([4, 5], [-0.1, -2.0])
+    body["choices"][0]["logprobs"]["top_logprobs"] = [{"a": -0.1, "b": -0.3, "c": -5.0}, {"a": -2.0, "d": -0.5}]
+    res = parse_completion(body, True, False, top_logprobs=2)
+    assert res.token_conf == pytest.approx([0.2, 1.25])
+    assert parse_completion(_body([4], [-0.1]), True, False).token_conf is None
+    with pytest.raises(ValueError, match="top_logprobs positions"):
+        parse_completion(_body([4], [-0.1]), True, False, top_logprobs=2)
+    assert completion_payload(GenRequest([1], top_logprobs=20), "m", False)["logprobs"] == 20

@@ -416,3 +416,22 @@ def test_parquet_errors_name_the_row(tmp_path, capsys):
     pq.write_table(table.set_column(3, "sample_id", pa.array([0, 1])), tmp_path / "native.parquet")
     pool = read_pool(tmp_path / "native.parquet")
     assert pool.groups[0].trajectories[1].steps == read_pool(DATA / "webqa_pool.jsonl").groups[0].trajectories[1].steps
+
+
+def test_token_confidence_round_trips_rounded(tmp_path):
+    step = Step("search", "q", "Doc 1 (Title: T) text", logprobs=[-0.12345, -1.0], token_conf=[3.14159, 2.0])
+    t = Trajectory("q1", "Q?", 0, "T", [step], ["T"], final_logprobs=[-0.5], final_token_conf=[7.77777])
+    write_pool(Pool([QuestionGroup("q1", "Q?", ["T"], [t])]), tmp_path / "p.jsonl")
+    [back] = read_pool(tmp_path / "p.jsonl").trajectories()
+    assert back.steps[0].token_conf == [3.142, 2.0] and back.steps[0].logprobs == [-0.123, -1.0]
+    assert back.final_token_conf == [7.778]
+
+
+def test_token_confidence_misaligned_is_an_error(tmp_path, capsys):
+    rec = {"question_index": "q1", "question": "Q?", "golden_answers": ["T"], "sample_id": 0, "answer": "T",
+           "steps": [{"action": "search", "content": "q", "search_result": "", "logprobs": [-0.1, -0.2],
+                      "token_conf": [1.0]}]}
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(FormatError, match=r"bad.jsonl:1.*steps\[0\].token_conf.*1 values for 2 logprobs"):
+        read_pool(path)

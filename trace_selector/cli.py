@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from trace_selector import shutdown
 from trace_selector.errors import InputError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -292,9 +292,48 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     handlers: dict[str, Handler] = {}
     for name, (help_line, builder) in COMMANDS.items():
         p = sub.add_parser(name, help=help_line, description=help_line)
+        p.add_argument("--verbose", action="store_true",
+                       help="show vLLM, transformers and torch log lines (hidden by default)")
         if command is None or command == name:
             handlers[name] = builder(p)
     return parser, handlers
+
+
+_OUTPUT_ARGS = ("out", "plot", "per_question")
+"""Argument names that hold a path a command writes (a file or a folder)."""
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail in one line before any work when an output cannot be written: its folder is created if
+    missing, and a scratch file with the name the atomic writer will use proves the name fits."""
+    import tempfile
+
+    for name in _OUTPUT_ARGS:
+        value = getattr(args, name, None)
+        if not isinstance(value, (str, Path)) or not str(value):
+            continue
+        path = Path(value)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            os.unlink(scratch)
+        except OSError as err:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(f"{flag} {value}: cannot write there ({err.strerror})") from None
+
+
+def _quiet_libraries() -> None:
+    """Hide the hundreds of INFO/WARNING lines vLLM, transformers and torch print around the few lines
+    a command's user needs. Environment variables, so vLLM's engine-core process inherits them; set
+    before any of those libraries is imported (commands import them lazily)."""
+    import warnings
+
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,13 +341,25 @@ def main(argv: list[str] | None = None) -> int:
     command = next((x for x in argv if not x.startswith("-")), None)
     parser, handlers = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
+    if not args.verbose:
+        _quiet_libraries()
+    try:
+        _check_outputs(args)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     # `kill` (SIGTERM) unwinds like Ctrl-C, so `finally` blocks shut vLLM's engine-core processes down
-    # instead of leaving them orphaned with their memory.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # instead of leaving them orphaned with their memory; a watchdog forces the exit if that hangs.
+    shutdown.install()
     try:
         return handlers[args.command](args)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        if not err.filename:  # not a file problem: a bug or a lost connection, keep the traceback
+            raise
+        print(f"error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -316,12 +367,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `trace-selector validate pool | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")
         return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

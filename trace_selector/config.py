@@ -122,26 +122,32 @@ def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None) -> C:
-    """Resolve defaults < YAML file at `path` < `overrides` into an instance of `cls`."""
-    import yaml
-
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise InputError(f"{path}: config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise InputError(f"{path}: expected a mapping at the top level")
-        data = loaded
+def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None,
+                flags: dict[str, Any] | None = None) -> C:
+    """Resolve defaults < YAML file at `path` < command-line `flags` (None values = not given) <
+    ``key=value`` `overrides` into an instance of `cls`."""
+    data = read_yaml(path) if path is not None else {}
+    data.update({k: v for k, v in (flags or {}).items() if v is not None})
     merge_overrides(data, list(overrides or []))
     return from_dict(cls, data, str(path) if path else "config")
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping; every problem is one `InputError` naming the file."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: config file not found")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise InputError(f"{path}: expected a mapping at the top level")
+    return loaded
 
 
 def dump_config(cfg: Any, path: str | Path) -> None:

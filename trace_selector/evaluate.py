@@ -38,7 +38,7 @@ from trace_selector.baselines.heuristics import is_correct
 from trace_selector.baselines.llm import LLMConfig
 from trace_selector.baselines.pick import Method, Pick
 from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS
-from trace_selector.config import dump_config, from_dict, merge_overrides, to_dict
+from trace_selector.config import dump_config, load_config, to_dict
 from trace_selector.errors import InputError
 from trace_selector.records import Pool, QuestionGroup
 
@@ -103,19 +103,7 @@ class EvalConfig:
 
 def load_eval_config(path: str | Path | None, flags: dict[str, Any], overrides: Sequence[str] = ()) -> EvalConfig:
     """Defaults < YAML at `path` < explicit command-line `flags` (None = not given) < ``key=value`` overrides."""
-    import yaml
-
-    data: dict[str, Any] = {}
-    if path is not None:
-        if not Path(path).is_file():
-            raise InputError(f"{path}: config file not found")
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise InputError(f"{path}: expected a mapping at the top level")
-        data = loaded
-    data.update({k: v for k, v in flags.items() if v is not None})
-    merge_overrides(data, list(overrides))
-    return from_dict(EvalConfig, data, str(path) if path else "evaluate")
+    return load_config(EvalConfig, path, list(overrides), flags)
 
 
 def restrict(groups: Sequence[QuestionGroup], k: int | None) -> list[QuestionGroup]:

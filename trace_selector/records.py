@@ -105,6 +105,9 @@ class Step:
     """Log-probability of every sampled token of `raw_text`, in processed mode (after temperature)."""
     tool_start: int | None = None
     """Index into `logprobs` where the tool-call region starts; tokens before it are reasoning."""
+    token_conf: list[float] | None = None
+    """DeepConf token confidence of every sampled token (minus the mean log-prob of the top-20
+    candidates), aligned with `logprobs`; None when the rollout did not record it."""
     prompt_tokens: int | None = None
     """Prompt length of the call that produced this step."""
     cached_tokens: int | None = None
@@ -137,6 +140,8 @@ class Trajectory:
     """The model's last turn (the one containing the answer), for LLM aggregators."""
     final_logprobs: list[float] | None = None
     """Token log-probabilities of the final turn."""
+    final_token_conf: list[float] | None = None
+    """DeepConf token confidence of the final turn's tokens, aligned with `final_logprobs`."""
     confidence: float | None = None
     """Stated confidence in [0, 1] if the agent was asked for one."""
     finish_reason: str | None = None
@@ -314,7 +319,7 @@ _SCALAR_KEYS = (
     "question_index", "qid", "question", "sample_id", "seed", "correct", "answer", "final_text",
     "confidence", "finish_reason", "parent_sample", "branch_step", "generated_tokens",
 )
-_KNOWN_KEYS = frozenset(_SCALAR_KEYS + ("golden_answers", "steps", "messages", "final_logprobs"))
+_KNOWN_KEYS = frozenset(_SCALAR_KEYS + ("golden_answers", "steps", "messages", "final_logprobs", "final_token_conf"))
 
 
 def _document_from_dict(c: Checker, d: Any, where: str) -> Document:
@@ -347,13 +352,18 @@ def _step_from_dict(c: Checker, s: Any, where: str, style: str) -> Step:
             docs = _derived_documents(action, text, style)
         except SearchResultError as err:
             c.fail(f"{where}.search_result", str(err))
+    logprobs = c.float_list(s, "logprobs", f"{where}.logprobs", None)
+    token_conf = c.float_list(s, "token_conf", f"{where}.token_conf", None)
+    if token_conf is not None and logprobs is not None and len(token_conf) != len(logprobs):
+        c.fail(f"{where}.token_conf", f"has {len(token_conf)} values for {len(logprobs)} logprobs")
     return Step(
         action=action,
         content=content,
         search_result=text,
         documents=docs,
         raw_text=c.str_(s, "raw_text", f"{where}.raw_text", None),
-        logprobs=c.float_list(s, "logprobs", f"{where}.logprobs", None),
+        logprobs=logprobs,
+        token_conf=token_conf,
         tool_start=c.int_(s, "tool_start", f"{where}.tool_start", None),
         prompt_tokens=c.int_(s, "prompt_tokens", f"{where}.prompt_tokens", None),
         cached_tokens=c.int_(s, "cached_tokens", f"{where}.cached_tokens", None),
@@ -452,6 +462,7 @@ def trajectory_from_dict(d: Any, path: str | Path = "<record>", line: int | None
         messages=messages,
         final_text=final_text,
         final_logprobs=c.float_list(d, "final_logprobs", "final_logprobs", None),
+        final_token_conf=c.float_list(d, "final_token_conf", "final_token_conf", None),
         confidence=confidence,
         finish_reason=c.str_(d, "finish_reason", "finish_reason", None),
         parent_sample=c.int_(d, "parent_sample", "parent_sample", None),
@@ -466,6 +477,12 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
+def _rounded(values: list[float] | None) -> list[float] | None:
+    # Three decimals keep per-token perplexities and confidences exact to 5e-4 (far below what any
+    # method here resolves) and cut a pool's size roughly in half.
+    return None if values is None else [round(v, 3) for v in values]
+
+
 def _step_to_dict(s: Step, style: str) -> dict[str, Any]:
     out: dict[str, Any] = {"action": s.action, "content": s.content, "search_result": s.search_result}
     try:
@@ -475,7 +492,8 @@ def _step_to_dict(s: Step, style: str) -> dict[str, Any]:
     if not derivable:
         out["documents"] = [_drop_none(asdict(doc)) for doc in s.documents]
     out.update(_drop_none({
-        "raw_text": s.raw_text, "logprobs": s.logprobs, "tool_start": s.tool_start,
+        "raw_text": s.raw_text, "logprobs": _rounded(s.logprobs), "token_conf": _rounded(s.token_conf),
+        "tool_start": s.tool_start,
         "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens,
     }))
     return out
@@ -496,7 +514,8 @@ def trajectory_to_dict(t: Trajectory) -> dict[str, Any]:
         out["steps"] = steps
     out.update(_drop_none({
         "correct": t.correct, "messages": t.messages, "final_text": t.final_text,
-        "final_logprobs": t.final_logprobs, "confidence": t.confidence, "finish_reason": t.finish_reason,
+        "final_logprobs": _rounded(t.final_logprobs), "final_token_conf": _rounded(t.final_token_conf),
+        "confidence": t.confidence, "finish_reason": t.finish_reason,
         "parent_sample": t.parent_sample, "branch_step": t.branch_step, "seed": t.seed,
         "generated_tokens": t.generated_tokens,
     }))

@@ -59,6 +59,9 @@ class AgentConfig:
     """Context length of the engine; a rollout whose prompt would not fit is forced to answer."""
     prompt: str = "plain"
     """System prompt variant: plain, or clues (WebQA only: search with the question's own words)."""
+    top_logprobs: int = 20
+    """Candidates per token for DeepConf token confidence, recorded at generation time (the paper
+    uses 20, vLLM's maximum here); 0 records only the sampled token's log-probability."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -77,6 +80,8 @@ class AgentConfig:
             raise ValueError(f"doc_chars must be >= 20, got {self.doc_chars}")
         if self.max_context <= self.max_tokens:
             raise ValueError("max_context must exceed max_tokens")
+        if not 0 <= self.top_logprobs <= 20:
+            raise ValueError(f"top_logprobs must be in [0, 20] (the engine's max_logprobs), got {self.top_logprobs}")
         if self.prompt not in {v for _, v in prompts.SYSTEM_PROMPTS}:
             raise ValueError(f"prompt must be one of plain|clues, got {self.prompt!r}")
 
@@ -238,6 +243,7 @@ class Rollout:
     answer: str = ""
     final_text: str | None = None
     final_logprobs: list[float] | None = None
+    final_token_conf: list[float] | None = None
     confidence: float | None = None
     finish_reason: str | None = None
     generated_tokens: int = 0
@@ -275,6 +281,7 @@ class Rollout:
             question_id=self.question_id, question=self.question, sample_id=self.sample_id,
             answer=self.answer, steps=self.steps, golden_answers=list(self.golden_answers),
             style=style, final_text=self.final_text, final_logprobs=self.final_logprobs,
+            final_token_conf=self.final_token_conf,
             confidence=self.confidence, finish_reason=self.finish_reason,
             parent_sample=self.parent_sample, branch_step=self.branch_step,
             seed=self.seed if self.seed_applied else None, generated_tokens=self.generated_tokens,
@@ -355,14 +362,15 @@ class Agent:
             regex = prompts.action_regex(("answer",), cfg.think) if cfg.structured else None
             return GenRequest(prompt_token_ids=r.prompt_ids, max_tokens=cfg.max_tokens,
                               temperature=cfg.temperature, top_p=cfg.top_p, stop=["</answer>"],
-                              seed=r.seed, regex=regex)
+                              seed=r.seed, regex=regex, top_logprobs=cfg.top_logprobs)
         if cfg.max_parallel > 1:  # several searches may follow each other: cut only at other tags
             stop = [f"</{t}>" for t in self.actions if t != "search"] + ["<information>"]
         else:
             stop = [f"</{t}>" for t in self.actions]
         regex = prompts.action_regex(self.actions, cfg.think, cfg.max_parallel) if cfg.structured else None
         return GenRequest(prompt_token_ids=r.prompt_ids, max_tokens=cfg.max_tokens,
-                          temperature=cfg.temperature, top_p=cfg.top_p, stop=stop, seed=r.seed, regex=regex)
+                          temperature=cfg.temperature, top_p=cfg.top_p, stop=stop, seed=r.seed, regex=regex,
+                          top_logprobs=cfg.top_logprobs)
 
     # the loop --------------------------------------------------------------------------------------
 
@@ -439,6 +447,7 @@ class Agent:
             r.answer = parsed.answer
             r.final_text = res.text
             r.final_logprobs = res.logprobs
+            r.final_token_conf = res.token_conf
             r.finish_reason = "forced" if forced else "answer"
             r.extra["final_tool_start"] = tool_start
             r.turns += 1
@@ -451,13 +460,15 @@ class Agent:
         if forced:  # no answer even when only answering was allowed
             r.final_text = res.text
             r.final_logprobs = res.logprobs
+            r.final_token_conf = res.token_conf
             r.finish_reason = "no_answer" if res.finish_reason != "length" else "length"
             r.turns += 1
             r.phase = "done"
             return
 
         r.turn_starts.append(turn_start)
-        common = dict(raw_text=res.text, logprobs=res.logprobs, prompt_tokens=res.prompt_tokens,
+        common = dict(raw_text=res.text, logprobs=res.logprobs, token_conf=res.token_conf,
+                      prompt_tokens=res.prompt_tokens,
                       cached_tokens=res.cached_tokens)
         if parsed.kind == "invalid":
             body = prompts.invalid_action(self.kind)

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trace_selector.errors import InputError
-from trace_selector.rollout.generation import Engine, GenRequest, GenResult
+from trace_selector.rollout.generation import Engine, GenRequest, GenResult, token_confidence
 from trace_selector.rollout.models import DEFAULT_MODEL, resolve
 
 LOGPROBS_MODE = "processed_logprobs"
@@ -158,7 +158,19 @@ def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Mapping[int, A
     return out
 
 
-def result_from_output(output: Any, seed_applied: bool) -> GenResult:
+def top_confidences(logprobs: Sequence[Mapping[int, Any]] | None, k: int) -> list[float] | None:
+    """DeepConf token confidence of every position from vLLM's {token_id: Logprob} dicts, over the k
+    most likely candidates (the dict also holds the sampled token when it ranks below k)."""
+    if logprobs is None or k <= 0:
+        return None
+    out = []
+    for position in logprobs:
+        values = sorted((float(getattr(e, "logprob", e)) for e in position.values()), reverse=True)
+        out.append(token_confidence(values[:k]))
+    return out
+
+
+def result_from_output(output: Any, seed_applied: bool, top_logprobs: int = 0) -> GenResult:
     """`GenResult` from one vLLM `RequestOutput` (n=1)."""
     completion = output.outputs[0]
     token_ids = list(completion.token_ids)
@@ -170,6 +182,7 @@ def result_from_output(output: Any, seed_applied: bool) -> GenResult:
         cached_tokens=getattr(output, "num_cached_tokens", None),
         finish_reason=completion.finish_reason or "unknown",
         seed_applied=seed_applied,
+        token_conf=top_confidences(completion.logprobs, top_logprobs),
     )
 
 
@@ -252,7 +265,7 @@ class VLLMEngine(ChatTokenizerMixin):
             include_stop_str_in_output=True,
             seed=None if self.on_cpu else request.seed,
             # 0 = only the sampled token's logprob (no alternatives): cheapest.
-            logprobs=0 if request.logprobs else None,
+            logprobs=request.top_logprobs if request.logprobs else None,
             structured_outputs=StructuredOutputsParams(regex=request.regex) if request.regex else None,
         )
 
@@ -273,7 +286,8 @@ class VLLMEngine(ChatTokenizerMixin):
         outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=progress)
         # LLM.generate returns outputs in submission order.
         results = [
-            result_from_output(out, seed_applied=(not self.on_cpu) and r.seed is not None)
+            result_from_output(out, seed_applied=(not self.on_cpu) and r.seed is not None,
+                               top_logprobs=r.top_logprobs if r.logprobs else 0)
             for out, r in zip(outputs, requests)
         ]
         self.stats.add(results, time.perf_counter() - t0)

@@ -32,6 +32,9 @@ class GenRequest:
     """Optional structured-output regex the completion must match."""
     logprobs: bool = True
     """Return the log-probability of every sampled token."""
+    top_logprobs: int = 0
+    """Also return this many top candidates per position and summarise them as DeepConf token
+    confidence (`GenResult.token_conf`); 0 = the sampled token only (cheapest)."""
 
 
 @dataclass(slots=True)
@@ -52,6 +55,23 @@ class GenResult:
     """"stop", "length", ... as the engine reports it."""
     seed_applied: bool = False
     """Whether the per-request seed was honoured."""
+    token_conf: list[float] | None = None
+    """DeepConf token confidence of each sampled token (`token_confidence`), when top candidates were
+    requested."""
+
+
+CONF_FLOOR = -20.0
+"""Log-probability a candidate counts as when the engine reports -inf for it. Structured outputs mask
+tokens the grammar forbids, so a forced position has one finite candidate; its confidence should read
+as high (the distribution is a spike), not undefined. e^-20 ~ 2e-9 is below any sampled probability."""
+
+
+def token_confidence(candidates: list[float]) -> float:
+    """DeepConf token confidence: minus the mean log-probability of the top candidates at one position
+    (Fu et al. 2025, "Deep Think with Confidence"); higher means a more peaked distribution."""
+    if not candidates:
+        raise ValueError("token confidence needs at least one candidate log-probability")
+    return -sum(max(c, CONF_FLOOR) for c in candidates) / len(candidates)
 
 
 class Engine(Protocol):

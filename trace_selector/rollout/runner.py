@@ -245,7 +245,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
                       "max_tokens": cfg.agent.max_tokens, "max_turns": cfg.agent.max_turns,
                       "top_k": cfg.agent.top_k, "structured": cfg.agent.structured, "think": cfg.agent.think,
                       "max_parallel": cfg.agent.max_parallel, "ask_confidence": cfg.agent.ask_confidence,
-                      "prompt": cfg.agent.prompt},
+                      "prompt": cfg.agent.prompt, "top_logprobs": cfg.agent.top_logprobs},
             logprob_mode=info.get("logprobs_mode"), vllm_version=info.get("vllm_version"), seed=cfg.seed,
             accounting=acct,
             extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},

@@ -41,7 +41,7 @@ from trace_selector.rollout.engine import (
     ChatTokenizerMixin,
     EngineStats,
 )
-from trace_selector.rollout.generation import GenRequest, GenResult
+from trace_selector.rollout.generation import GenRequest, GenResult, token_confidence
 from trace_selector.rollout.models import resolve
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -144,7 +144,7 @@ def completion_payload(request: GenRequest, model: str, send_seed: bool) -> dict
     if request.stop:
         body["stop"] = list(request.stop)
     if request.logprobs:
-        body["logprobs"] = 0
+        body["logprobs"] = request.top_logprobs
         body["return_tokens_as_token_ids"] = True
     if send_seed and request.seed is not None:
         body["seed"] = request.seed
@@ -153,7 +153,8 @@ def completion_payload(request: GenRequest, model: str, send_seed: bool) -> dict
     return body
 
 
-def parse_completion(body: dict[str, Any], want_logprobs: bool, seed_applied: bool) -> GenResult:
+def parse_completion(body: dict[str, Any], want_logprobs: bool, seed_applied: bool,
+                     top_logprobs: int = 0) -> GenResult:
     """`GenResult` from a `/v1/completions` response body; raises `ValueError` on a malformed one."""
     try:
         choice = body["choices"][0]
@@ -162,7 +163,7 @@ def parse_completion(body: dict[str, Any], want_logprobs: bool, seed_applied: bo
         if token_ids is None:
             raise ValueError("response has no token_ids (the server must be vLLM >= 0.10 with return_token_ids)")
         token_ids = [int(t) for t in token_ids]
-        logprobs = None
+        logprobs = token_conf = None
         if want_logprobs:
             lp = choice.get("logprobs") or {}
             values = lp.get("token_logprobs")
@@ -173,6 +174,14 @@ def parse_completion(body: dict[str, Any], want_logprobs: bool, seed_applied: bo
                 if name.startswith("token_id:") and int(name[len("token_id:"):]) != tok:
                     raise ValueError(f"logprob position {i} is for token {name}, sampled {tok}")
             logprobs = [float(v) if v is not None else float("-inf") for v in values]
+            if top_logprobs > 0:
+                tops = lp.get("top_logprobs")
+                if tops is None or len(tops) != len(token_ids):
+                    raise ValueError(f"expected {len(token_ids)} top_logprobs positions, got "
+                                     f"{None if tops is None else len(tops)}")
+                token_conf = [token_confidence(sorted((float(v) for v in (top or {}).values()),
+                                                      reverse=True)[:top_logprobs] or [lp_])
+                              for top, lp_ in zip(tops, logprobs)]
         details = usage.get("prompt_tokens_details") or {}
         return GenResult(
             text=choice.get("text") or "",
@@ -182,6 +191,7 @@ def parse_completion(body: dict[str, Any], want_logprobs: bool, seed_applied: bo
             cached_tokens=details.get("cached_tokens"),
             finish_reason=choice.get("finish_reason") or "unknown",
             seed_applied=seed_applied,
+            token_conf=token_conf,
         )
     except (KeyError, IndexError, TypeError) as err:
         raise ValueError(f"malformed completion response: {err!r}") from err
@@ -309,7 +319,8 @@ class ServerPoolEngine(ChatTokenizerMixin):
                     if resp.status != 200:
                         raise InputError(f"vLLM server {url} rejected a request: HTTP {resp.status} {text[:500]}")
                     try:
-                        return parse_completion(json.loads(text), request.logprobs, seed_applied)
+                        return parse_completion(json.loads(text), request.logprobs, seed_applied,
+                                                request.top_logprobs)
                     except ValueError as err:
                         raise InputError(f"vLLM server {url}: {err}") from None
             except (RetryableError, aiohttp.ClientError, asyncio.TimeoutError) as err:
