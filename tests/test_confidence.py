@@ -25,9 +25,6 @@ from trace_selector.baselines.registry import build_fast
 from trace_selector.baselines.voting import Majority
 from trace_selector.records import QuestionGroup, Step, Trajectory
 
-HAS_TOKEN_CONF = "token_conf" in Step.__dataclass_fields__
-needs_token_conf = pytest.mark.skipif(not HAS_TOKEN_CONF, reason="records without Step.token_conf yet")
-
 
 def lp_traj(sid, answer, lps):
     """A trajectory whose only signal is the sampled-token log-probs of its final turn."""
@@ -115,7 +112,6 @@ def test_token_logprobs_concatenate_steps_then_final():
     assert token_logprobs(Trajectory("q", "Q?", 1, "Ann")) is None and token_signal(Trajectory("q", "Q?", 1, "A")) is None
 
 
-@needs_token_conf
 def test_token_confidences_need_every_turn():
     steps = [Step("search", "a", logprobs=[-1.0, -0.1], token_conf=[4.0, 9.0]), Step("search", "b")]
     t = Trajectory("q", "Q?", 0, "Ann", steps=steps, final_logprobs=[-0.2], final_token_conf=[7.0])
@@ -128,7 +124,6 @@ def test_token_confidences_need_every_turn():
 
 # --- the vote ---------------------------------------------------------------------------------------
 
-@needs_token_conf
 def test_weighted_vote_sums_confidences():
     # Ann: C = 3.0; Bob: 1.0 + 1.0 = 2.0 -> Ann (majority says Bob).
     g = group(conf_traj(0, "Bob", [1.0]), conf_traj(1, "Ann", [3.0]), conf_traj(2, "Bob", [1.0]))
@@ -138,7 +133,6 @@ def test_weighted_vote_sums_confidences():
     assert Majority().select([g])[0].answer == "Bob"
 
 
-@needs_token_conf
 def test_filtering_eta_changes_the_winner():
     # Ann 3.0 vs Bob 2.0 + 2.0 = 4.0: all vote -> Bob. eta 10%: the 90th percentile of [2, 2, 3] is at
     # position 1.8 -> 2.8, so only Ann votes. eta 90%: position 0.2 -> 2.0, everybody votes -> Bob.
@@ -151,7 +145,6 @@ def test_filtering_eta_changes_the_winner():
     assert high.answer == "Bob" and high.extra["voters"] == 3
 
 
-@needs_token_conf
 def test_variants_disagree_on_one_dip():
     # Ann: confident except one dip; Bob: uniformly middling. window 2.
     ann = conf_traj(0, "Ann", [9.0] * 9 + [1.0])  # mean 8.2, lowest group (9 + 1) / 2 = 5.0
@@ -162,7 +155,6 @@ def test_variants_disagree_on_one_dip():
     assert build_fast("weighted_token_lowest", cfg).select([g])[0].answer == "Bob"
 
 
-@needs_token_conf
 def test_token_conf_wins_over_the_fallback_and_imputes_missing():
     # One trajectory has confidences, the other only log-probs: the question uses token_conf and the
     # second gets the mean of the known scores (4.0), not its log-prob score on another scale.
@@ -198,3 +190,19 @@ def test_confidence_config_validation():
     with pytest.raises(ValueError, match="keep_top"):
         ConfidenceConfig(keep_top=1.5)
     assert math.isclose(ConfidenceConfig().bottom_fraction, 0.1)
+
+
+def test_token_conf_survives_the_pool_codec(tmp_path):
+    # Written by the records codec (3-decimal floats) and read back: the vote still uses token_conf.
+    from trace_selector.records import Pool, read_pool, write_pool
+
+    steps = [Step("search", "q", logprobs=[-0.1, -0.2], token_conf=[5.0004, 6.0])]
+    trajs = [Trajectory("q", "Q?", 0, "Ann", steps=steps, final_logprobs=[-0.3], final_token_conf=[7.0]),
+             conf_traj(1, "Bob", [2.0, 2.0]), conf_traj(2, "Bob", [2.0, 2.0])]
+    path = tmp_path / "pool.jsonl"
+    write_pool(Pool([group(*trajs)]), path)
+    [g] = read_pool(path).groups
+    assert token_confidences(g.trajectories[0]) == [5.0, 6.0, 7.0]
+    [p] = DeepConfVote(ConfidenceConfig(score="mean")).select([g])
+    assert p.extra["signal"] == "token_conf" and p.scores[0] == pytest.approx(6.0)
+    assert p.answer == "Ann"  # 6.0 > 2.0 + 2.0

@@ -93,9 +93,7 @@ def token_logprobs(traj: Trajectory) -> list[float] | None:
 def token_confidences(traj: Trajectory) -> list[float] | None:
     """All DeepConf token confidences of a trajectory in generation order, or None when any turn that
     has sampled tokens lacks them (a partial record would silently drop turns from the windows)."""
-    # getattr: records gain these fields with the top-20 rollout change; older builds lack them.
-    turns = [(s.logprobs, getattr(s, "token_conf", None)) for s in traj.steps]
-    turns.append((traj.final_logprobs, getattr(traj, "final_token_conf", None)))
+    turns = [(s.logprobs, s.token_conf) for s in traj.steps] + [(traj.final_logprobs, traj.final_token_conf)]
     out: list[float] = []
     for lps, conf in turns:
         if conf is None:
