@@ -200,7 +200,7 @@ def test_token_conf_survives_the_pool_codec(tmp_path):
     trajs = [Trajectory("q", "Q?", 0, "Ann", steps=steps, final_logprobs=[-0.3], final_token_conf=[7.0]),
              conf_traj(1, "Bob", [2.0, 2.0]), conf_traj(2, "Bob", [2.0, 2.0])]
     path = tmp_path / "pool.jsonl"
-    write_pool(Pool([group(*trajs)]), path)
+    write_pool(Pool([QuestionGroup("q", "Q?", [], trajs)]), path)
     [g] = read_pool(path).groups
     assert token_confidences(g.trajectories[0]) == [5.0, 6.0, 7.0]
     [p] = DeepConfVote(ConfidenceConfig(score="mean")).select([g])
