@@ -46,18 +46,19 @@ class LLMConfig:
     """Most generated tokens for one SummAgg trajectory report."""
     judge_tokens: int = 64
     """Most generated tokens for one rubric judgement."""
-    action_tokens: int = 48
-    """Most generated tokens for one AggAgent action."""
+    action_tokens: int = 384
+    """Most generated tokens for one AggAgent reply (thoughts, then a tool call or the finish solution)."""
     temperature: float = 0.6
     """Sampling temperature of every call (ParallelMuse: 0.6; 0 = greedy, reproducible)."""
     top_p: float = 0.95
     """Nucleus sampling mass of every call (ParallelMuse: 0.95)."""
     constrained: bool = True
     """Constrain judge scores and agent actions with a structured-output regex (small models rarely follow formats)."""
-    agent_max_turns: int = 4
-    """AggAgent tool turns before it must finish (the last turn only allows finish)."""
-    observation_tokens: int = 256
-    """Most tokens of one AggAgent tool observation."""
+    agent_max_iterations: int = 100
+    """AggAgent calls per question before it must finish (the paper's 100; the last one only allows
+    finish). On a small context the context usually ends the loop first; results.json reports the cap."""
+    observation_tokens: int = 512
+    """Most tokens of one AggAgent tool result (cut from the middle; the cut is reported)."""
     doc_chars: int = 240
     """Characters kept of each retrieved document in rendered transcripts."""
     skip_unanimous: bool = True
@@ -65,7 +66,7 @@ class LLMConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_prompt_tokens", "answer_tokens", "report_tokens", "judge_tokens", "action_tokens", "forced_answer_tokens",
-                     "agent_max_turns", "observation_tokens", "doc_chars"):
+                     "agent_max_iterations", "observation_tokens", "doc_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_prompt_tokens < 256:

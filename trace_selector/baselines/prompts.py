@@ -9,7 +9,9 @@ in the method code (STYLE, "what to avoid" 4). Placeholders use `str.format`.
   fragments / Final Reasoning, inside <report>), then one integrate call over the reports: free
   reasoning before <answer>, agreement raises the likelihood but is no guarantee, a report without a
   definite answer is trusted less, exactly one report is chosen, no tools, no merged or broad answers.
-- AggAgent: an aggregator agent with tools over the trajectories.
+- AggAgent: an aggregator agent with get_solution / search_trajectory / get_segment over the
+  trajectories, finishing with a free-form solution; principles: tool results are ground truth, count
+  evidence not trajectories, verify a key claim before finishing.
 - TIPEX judge: a 0-2 rubric on answer definiteness, evidence strength and reasoning consistency.
 """
 
@@ -75,27 +77,55 @@ SUMMAGG_ENTRY = """[Report {i}]
 Final answer of report {i}: {answer}
 """
 
-AGGAGENT_SYSTEM = """You check the work of {k} search agents that answered the same question, and choose the best answer.
-Candidates (number: final answer, tool calls):
-{candidates}
+# AggAgent (aggagent/prompts.py of the reference code), in our own words; tool syntax adapted to a
+# text protocol that a regex can constrain.
+AGGAGENT_SYSTEM = """You are an aggregation agent. Several independent agents tried to answer the same question with
+a search tool; you get their trajectories and must work out the most accurate answer from the best
+reasoning and evidence among them. Nobody gives you the correct answer.
 
-Tools (call exactly one per reply, nothing else):
-read_solution(i)        show candidate i's final reasoning and answer
-read_steps(i, a, b)     show steps a to b of candidate i
-search("text")          find "text" in all candidates' searches and results
-finish(i)               choose candidate i's answer and stop
+Tools (write your thoughts, then exactly one call per reply):
+<tool>get_solution()</tool>  the final message of every trajectory; get_solution(i) for trajectory i only
+<tool>search_trajectory(i, "words")</tool>  the steps of trajectory i that best match the words; add
+    , "tool" to search only what the search tool returned, or , "assistant" for the agent's own text
+<tool>get_segment(i, a, b)</tool>  steps a to b of trajectory i in full (at most 5 steps)
+<finish><explanation>how the evidence leads to the answer</explanation><answer>the exact answer</answer></finish>
 
-You have {turns} tool calls; the last one must be finish."""
+How to work:
+1. Read the trajectory overview, then get the final solutions.
+2. Do not rely on final solutions or on an agent's own reasoning. Where the trajectories disagree, go back
+   to what the search tool actually returned, with search_trajectory and get_segment.
+3. Check that what an agent claims matches what the tool returned, that its reasoning is not circular and
+   that its logic holds.
 
-AGGAGENT_QUESTION = "Question: {question}\nYour first tool call:"
+Principles:
+- Tool results are ground truth; agent reasoning is not. What a tool returned is an observation, what an
+  agent concluded from it is an interpretation that may be wrong. When they conflict, trust the tool.
+- Count evidence, not trajectories. One trajectory with a clear tool result supporting an answer
+  outweighs many that reasoned their way to another answer without such a result. Agreement alone is
+  not enough.
+- Focus on where the agents diverge, and decide which observation was right, not which agent sounded sure.
+- An empty or failed tool result supports nothing.
+- Verify at least one key claim with search_trajectory or get_segment before you finish when the
+  trajectories disagree.
 
-AGGAGENT_OBSERVATION = "Result:\n{observation}\n\n{remaining}"
+The explanation must stand on its own: do not mention trajectories, agents or tools in it. The answer
+is short and exact."""
 
-AGGAGENT_REMAINING = "{left} tool call(s) left. Your next tool call:"
+AGGAGENT_USER = """Question: {question}
 
-AGGAGENT_LAST = "This is your last tool call: call finish(i) now."
+Trajectory overview:
+{metadata}
 
-AGGAGENT_INVALID = "Invalid tool call. Use read_solution(i), read_steps(i, a, b), search(\"text\") or finish(i)."
+There are {k} trajectories; valid trajectory numbers are 1 to {k}. Find the most accurate answer and
+finish with it."""
+
+AGGAGENT_OBSERVATION = "Tool result:\n{observation}"
+
+AGGAGENT_FINAL = """You have reached the limit of what you can inspect. Do not call another tool: based on everything
+above, finish now with the answer you consider most likely."""
+
+AGGAGENT_INVALID = """No valid tool call found. Write one of <tool>get_solution()</tool>, <tool>search_trajectory(i, "words")</tool>,
+<tool>get_segment(i, a, b)</tool>, or <finish><explanation>...</explanation><answer>...</answer></finish>."""
 
 JUDGE = """Rate how trustworthy a search agent's answer is. Score each criterion 0, 1 or 2:
 
@@ -139,10 +169,16 @@ def choice_regex(answers: list[str], reasoning: bool = True) -> str:
     return "[^<]*<answer>" + choice if reasoning else choice
 
 
-def aggagent_regex(k: int, last: bool) -> str:
-    """Allowed actions for k candidates (numbers 1..k); only finish on the last turn."""
+def aggagent_regex(k: int, finish_only: bool) -> str:
+    """Free thoughts (no ``<``), then one tool call over trajectories 1..k, or the finish block; only
+    the finish block when `finish_only` (last iteration or context full)."""
     idx = "(" + "|".join(str(i) for i in range(1, k + 1)) + ")"
-    finish = rf"finish\({idx}\)"
-    if last:
-        return finish
-    return rf"(read_solution\({idx}\)|read_steps\({idx}, ?[0-9]+, ?[0-9]+\)|search\(\"[^\"\n]+\"\)|{finish})"
+    finish = "<finish><explanation>[^<]*</explanation><answer>[^<]+</answer></finish>"
+    if finish_only:
+        return "[^<]*" + finish
+    calls = "|".join([
+        rf"get_solution\(({idx})?\)",
+        rf'search_trajectory\({idx}, "[^"<]+"(, "(tool|assistant)")?\)',
+        rf"get_segment\({idx}, [0-9]+, [0-9]+\)",
+    ])
+    return rf"[^<]*(<tool>({calls})</tool>|{finish})"
