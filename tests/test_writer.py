@@ -201,3 +201,16 @@ def test_second_writer_on_a_pool_is_refused_and_the_lock_is_released(tmp_path):
     assert out.read_bytes() == before and not shard_path(out).exists()
     report, _ = _run(out, model="fake")  # lock released: the same command now extends the pool
     assert report.generated_now == 4 and not lock_path(out).exists()
+
+
+def test_offset_takes_later_questions_with_split_positions_as_seeds(tmp_path):
+    out = tmp_path / "sealed.jsonl"
+    _, engine = _run(out, offset=2, model="fake")
+    assert _pairs(out) == [(q, s) for q in "23" for s in (0, 1)]
+    # seed = base + 1000 * position in the whole split + sample: positions 2 and 3, not 0 and 1
+    assert {r.seed for r in engine.requests} == {2000, 2001, 3000, 3001}
+    assert read_meta(out).extra["offset"] == 2
+    with pytest.raises(InputError, match=r"exists with offset=2, this run has offset=0"):
+        _run(out, model="fake")
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        RolloutConfig(offset=-1)

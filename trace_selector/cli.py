@@ -169,7 +169,8 @@ def _serve(p: argparse.ArgumentParser) -> Handler:
 def _rollout(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--config", type=Path, default=None, help="YAML recipe (e.g. rollout/wikileads-standard.yaml)")
     p.add_argument("--split", default=None, help="question split (default: the recipe's, else dev)")
-    p.add_argument("--limit", type=int, default=None, help="first N questions of the split")
+    p.add_argument("--limit", type=int, default=None, help="first N questions of the split (after --offset)")
+    p.add_argument("--offset", type=int, default=None, help="skip the first N questions of the split (default 0)")
     p.add_argument("--k", type=int, default=None, help="trajectories per question")
     p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
     p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
@@ -179,7 +180,8 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     def run(a: argparse.Namespace) -> int:
         from trace_selector.rollout.runner import load_rollout_config, run_rollout
 
-        cfg = load_rollout_config(a.config, a.overrides, split=a.split, limit=a.limit, k=a.k, model=a.model)
+        cfg = load_rollout_config(a.config, a.overrides, split=a.split, limit=a.limit, offset=a.offset,
+                                  k=a.k, model=a.model)
         print(run_rollout(cfg, a.out, progress=not a.quiet).to_text())
         return 0
 
@@ -279,6 +281,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Handler]]] = 
 }
 
 
+ENGINE_COMMANDS = frozenset({"rollout", "quickstart", "serve"})
+"""Commands that start a vLLM engine: run with vLLM's recommended CPU libraries preloaded."""
+
+
 def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     """Top-level parser; only `command`'s arguments are built (all when None, for --help)."""
     parser = argparse.ArgumentParser(
@@ -337,12 +343,17 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((x for x in argv if not x.startswith("-")), None)
     parser, handlers = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.verbose:
         _quiet_libraries()
+    if from_shell and args.command in ENGINE_COMMANDS:
+        from trace_selector.rollout.preload import reexec_with_preload
+
+        reexec_with_preload(argv)
     try:
         _check_outputs(args)
     except InputError as err:

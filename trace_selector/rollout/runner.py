@@ -36,7 +36,10 @@ class RolloutConfig:
     split: str = "dev"
     """Question split."""
     limit: int | None = None
-    """Use only the first `limit` questions of the split (None: all)."""
+    """Use only the first `limit` questions of the split after `offset` (None: all)."""
+    offset: int = 0
+    """Skip the first `offset` questions of the split: a sealed pool starts after every question an
+    earlier pool of the same split used."""
     k: int = 4
     """Trajectories per question (the budget N for partial rollout)."""
     strategy: Strategy = "standard"
@@ -68,6 +71,8 @@ class RolloutConfig:
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be >= 1 or null, got {self.limit}")
+        if self.offset < 0:
+            raise ValueError(f"offset must be >= 0, got {self.offset}")
         if self.strategy not in ("standard", "divinit", "partial", "replicas"):
             raise ValueError(f"strategy must be standard|divinit|partial|replicas, got {self.strategy!r}")
         if self.agent_kind not in ("webqa", "browsing"):
@@ -169,6 +174,10 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
         setting = load_setting(cfg.setting)
     if questions is None:
         questions = setting.questions(cfg.split)
+    # Seeds derive from a question's position in the whole split, so an offset pool never reuses the
+    # seeds of the pool that took the questions before it.
+    split_position = {str(q.id): i for i, q in enumerate(questions)}
+    questions = questions[cfg.offset:]
     questions = questions[: cfg.limit] if cfg.limit else questions
     order = [str(q.id) for q in questions]
     todo = [(q, [s for s in range(cfg.k) if s not in done.get(str(q.id), set())]) for q in questions]
@@ -197,7 +206,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
         if todo:
             agent = Agent(engine, toolbox, cfg.agent, accounting)
             ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
-                                  positions={qid: i for i, qid in enumerate(order)})
+                                  positions={qid: split_position[qid] for qid in order})
             run = strategies()[cfg.strategy]
             bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
                        desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
@@ -250,7 +259,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
             accounting=acct,
             extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},
                    "strategy_stats": dict(final["stats"]), "prompt_version": prompts.prompt_version(),
-                   "engine": info, "agent_kind": cfg.agent_kind,
+                   "engine": info, "agent_kind": cfg.agent_kind, "offset": cfg.offset,
                    "per_trajectory_seeds_applied": bool(info.get("per_request_seeds", False)),
                    "resume_dropped_lines": writer.dropped},
         )
@@ -276,6 +285,7 @@ def _extendable(out: Path, cfg: RolloutConfig) -> Any:
             "agent_kind": cfg.agent_kind}
     have = {"setting": meta.setting, "split": meta.split, "strategy": meta.strategy,
             "agent_kind": meta.extra.get("agent_kind", cfg.agent_kind)}
+    want["offset"], have["offset"] = cfg.offset, meta.extra.get("offset", 0)
     # Pools written before prompt variants existed used the plain prompt.
     want["prompt"], have["prompt"] = cfg.agent.prompt, meta.sampling.get("prompt", "plain")
     model = meta.extra.get("engine", {}).get("model", meta.policy_model)

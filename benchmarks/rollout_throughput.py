@@ -1,0 +1,84 @@
+"""Rollout throughput under vLLM's CPU recommendations, each variant a fresh `trace-selector rollout`.
+
+Variants (all on the same questions, model and K; each process starts its own engine):
+- ``plain``: no preloaded libraries (TRACE_SELECTOR_PRELOAD=0), vLLM's default KV block size;
+- ``preload``: tcmalloc + Intel OpenMP preloaded (what `trace-selector rollout` does by default);
+- ``preload+block32``: also 32-token KV blocks (finer prefix-cache reuse than the CPU default 128);
+- ``preload+block32+chunk16``: also 16 questions per engine batch instead of 8 (twice the sequences
+  per decode step: decoding a 1.5B model on 2 cores is bound by reading the weights, which a bigger
+  batch shares).
+Reported per variant: engine start, generation wall time, seconds per trajectory, generated tokens per
+second, and each figure's ratio to ``plain``, all from one run of this script.
+
+    VLLM_CPU_OMP_THREADS_BIND=0-1 VLLM_CPU_NUM_OF_RESERVED_CPU=0 VLLM_CPU_KVCACHE_SPACE=4 HF_HUB_OFFLINE=1 \\
+    python benchmarks/rollout_throughput.py --model qwen2.5-coder-1.5b --limit 8 --k 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VARIANTS: dict[str, tuple[dict[str, str], list[str]]] = {
+    "plain": ({"TRACE_SELECTOR_PRELOAD": "0"}, []),
+    "preload": ({}, []),
+    "preload+block32": ({}, ["engine_options.block_size=32"]),
+    "preload+block32+chunk16": ({}, ["engine_options.block_size=32", "chunk_questions=16"]),
+}
+
+
+def run_variant(name: str, args: argparse.Namespace, workdir: Path) -> dict:
+    env_extra, overrides = VARIANTS[name]
+    out = workdir / f"{name}.jsonl.gz"
+    cmd = [sys.executable, "-m", "trace_selector.cli", "rollout", "--config", args.recipe, "--split", args.split,
+           "--limit", str(args.limit), "--k", str(args.k), "--model", args.model, "--out", str(out), "--quiet",
+           *overrides, *args.overrides]
+    env = {**os.environ, **env_extra}
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    total = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+    meta = json.loads(out.with_name(out.name + ".meta.json").read_text())
+    acct, engine = meta["accounting"], meta["extra"]["engine"]
+    return {"variant": name, "process_s": round(total, 1), "engine_start_s": engine.get("start_seconds"),
+            "generate_s": acct["wall_seconds"], "s_per_traj": acct["wall_seconds"] / acct["trajectories"],
+            "gen_tok_s": acct["generated_tokens"] / acct["wall_seconds"], "trajectories": acct["trajectories"],
+            "preloaded": name != "plain"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--recipe", default="rollout/wikileads-standard.yaml")
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--limit", type=int, default=8)
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument("overrides", nargs="*", help="key=value rollout overrides for every variant")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.variants.split(","):
+            rows.append(run_variant(name, args, Path(tmp)))
+            print(json.dumps(rows[-1]), flush=True)
+    base = rows[0]
+    print(f"\n| variant | engine start s | generation s | s / trajectory | generated tok/s | speed-up vs {base['variant']} |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['engine_start_s']} | {r['generate_s']:.0f} | {r['s_per_traj']:.2f} "
+              f"| {r['gen_tok_s']:.1f} | {base['s_per_traj'] / r['s_per_traj']:.2f}x |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
