@@ -114,3 +114,23 @@ def test_bad_rows_name_file_row_and_field(tmp_path):
     row["messages"] = "[{not json"
     with pytest.raises(FormatError, match=r"bad2\.parquet:1: field 'messages': not valid JSON"):
         read_pool(write_rows(tmp_path / "bad2.parquet", [row]))
+
+
+def test_train_and_select_accept_the_file(tmp_path, capsys):
+    # 8 questions x 4 rollouts, each question mixed (2 right, 2 wrong), so every question trains.
+    rows = []
+    for q in range(8):
+        question = f"Which city is capital number {q}?"
+        for i, (answer, judged) in enumerate([("Paris", "correct"), ("Lyon", "incorrect"),
+                                               ("Paris", "correct"), ("Nice", "incorrect")]):
+            rows.append(rollout(question, answer, judged, {"id": f"q{q}", "question": question, "answer": "Paris"}, web=i % 2 == 0))
+    pool = write_rows(tmp_path / "agg.parquet", rows)
+    args = ["setting=toy", "name=agg", "data.source=pool", f"data.train_pool={pool}", "data.val_fraction=0.25",
+            "data.batch_size=4", "model.kind=browsing", "model.encoder=hash", "model.embed_dim=16", "model.hidden=16",
+            "model.layers=1", "optim.max_steps=2", "trainer.accelerator=cpu", "trainer.progress_bar=false",
+            "trainer.threads=1", f"out_dir={tmp_path}", f"data.graph_cache={tmp_path / 'cache'}"]
+    assert main(["train", *args]) == 0
+    out = tmp_path / "sel.jsonl"
+    assert main(["select", "--checkpoint", str(tmp_path / "agg" / "selector"), "--pool", str(pool), "--out", str(out)]) == 0
+    picks = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(picks) == 8 and {p["question_id"] for p in picks} == {f"q{q}" for q in range(8)}
