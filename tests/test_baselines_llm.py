@@ -13,6 +13,7 @@ from trace_selector.baselines.aggregators import SolAgg, SummAgg, report_text
 from trace_selector.baselines.judge import Judge, parse_rubric
 from trace_selector.baselines.llm import Chat, LLMConfig, answer_span, match_candidate
 from trace_selector.baselines.render import render_steps
+from trace_selector.errors import InputError
 from trace_selector.records import QuestionGroup, Step, Trajectory
 from trace_selector.rollout.generation import GenResult
 
@@ -167,7 +168,7 @@ def test_budgets_fit_the_context_and_cuts_are_reported():
     [p] = SolAgg(c).select([g])
     [req] = engine.requests
     assert 2400 < len(req.prompt_token_ids) <= 2600 and p.extra["cut_tokens"] > 0
-    with pytest.raises(ValueError, match="leaves"):
+    with pytest.raises(InputError, match="leaves"):
         c.prompt_budget(2900)
 
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trace_selector.answers import f1_score, normalize_answer
+from trace_selector.errors import InputError
 from trace_selector.records import Trajectory
 from trace_selector.rollout.generation import Engine, GenRequest
 
@@ -116,8 +117,8 @@ class Chat:
         if self.context is not None:
             budget = min(budget, self.context - out_tokens)
         if budget < 256:
-            raise ValueError(f"context {self.context} leaves {budget} prompt tokens for {out_tokens} output tokens; "
-                             "lower the output budget or raise max_model_len")
+            raise InputError(f"llm: context {self.context} leaves {budget} prompt tokens for {out_tokens} output tokens; "
+                             "lower the output budget (llm.*_tokens) or raise the engine's max_model_len")
         return budget
 
     def clip(self, text: str, max_tokens: int) -> str:
