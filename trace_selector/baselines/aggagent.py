@@ -116,7 +116,7 @@ class AggAgent(Aggregator):
                 break
             for e in active:
                 # Last iteration, or no room for one more observation after this reply: finish now.
-                room = budget - len(self.engine_ids(e.messages)) - cfg.observation_tokens - cfg.action_tokens
+                room = budget - len(self._prompt_ids(e.messages)) - cfg.observation_tokens - cfg.action_tokens
                 if it == cfg.agent_max_iterations or room < 0:
                     e.forced = True
                     e.messages.append({"role": "user", "content": prompts.AGGAGENT_FINAL})
@@ -134,7 +134,7 @@ class AggAgent(Aggregator):
 
         return [self._pick(e) for e in episodes]
 
-    def engine_ids(self, messages: list[dict[str, str]]) -> list[int]:
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         return self.chat.engine.chat_token_ids(messages)
 
     def _step(self, e: _Episode, text: str) -> None:
