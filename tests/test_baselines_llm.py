@@ -305,7 +305,9 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
     for name in methods[1:]:
         r = saved["methods"][name]
         assert "skipped" not in r, r
-        assert r["tokens_in"] > 0 and r["tokens_out"] > 0 and 0.0 <= r["em"] <= 100.0
+        # FVES (TIPEX) returns the first valid replica without a judge call
+        spent = r["tokens_in"] == 0 and r["tokens_out"] == 0 if name == "judge_fves" else r["tokens_in"] > 0 and r["tokens_out"] > 0
+        assert spent and 0.0 <= r["em"] <= 100.0, (name, r)
     assert 0.0 < saved["methods"]["summagg"]["compression_ratio"] < 5.0
     # Selection-based: every method returns one of the question's existing answers, from that trajectory;
     # only AggAgent may keep a free-form answer that matches none (sample_id None, marked synthesized).
