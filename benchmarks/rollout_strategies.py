@@ -8,6 +8,9 @@ Three comparisons (each a table):
 3. divinit vs standard: turn-1 query pairwise diversity (QPD), ATD, document overlap, pass@k, LLM calls.
 The prefix cache is reset between runs so no run profits from another's prompts.
 
+Add ``--agent-kind browsing`` for the browsing agent (search / open / find, longer trajectories), where
+partial rollout has more prefix to share.
+
 Run (2 cores: about 10-20 minutes for 10 questions with both models):
     VLLM_CPU_OMP_THREADS_BIND=0-1 VLLM_CPU_NUM_OF_RESERVED_CPU=0 VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1 \\
     python benchmarks/rollout_strategies.py --setting wikileads --limit 10 --k 4 \\
@@ -75,6 +78,8 @@ def main() -> None:
     ap.add_argument("--strategy-model", default=None, help="model for tables 2-3 (default: best valid-action rate)")
     ap.add_argument("--parts", default="models,partial,divinit")
     ap.add_argument("--max-context", type=int, default=2048)
+    ap.add_argument("--agent-kind", default="webqa", choices=["webqa", "browsing"],
+                    help="browsing: the search/open/find agent (up to agent.max_turns tool turns), where trajectories are long")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("overrides", nargs="*", help="key=value RolloutConfig overrides for every run")
     a = ap.parse_args()
@@ -85,6 +90,7 @@ def main() -> None:
     models = a.models.split(",")
     results: dict[str, dict] = {}
     work = Path(tempfile.mkdtemp(prefix="rollout_bench_"))
+    a.overrides = [f"agent_kind={a.agent_kind}", *a.overrides]
     base = load_rollout_config(None, [f"agent.max_context={a.max_context}", *a.overrides],
                                setting=a.setting, split=a.split, limit=a.limit, k=a.k)
     strategy_model = a.strategy_model
@@ -97,11 +103,17 @@ def main() -> None:
         engine = make_engine("vllm", model=model, max_model_len=a.max_context, seed=0)
         start = round(time.perf_counter() - t0, 1)
         if toolbox is None:  # after the first engine: bm25s/numba must load after vLLM
-            from trace_selector.rollout.agent import SearchTools
             from trace_selector.setting import load_setting
 
             setting = load_setting(a.setting)
-            toolbox = SearchTools(setting.index(), base.agent.top_k, base.agent.doc_chars)
+            if a.agent_kind == "browsing":
+                from trace_selector.rollout.browser_agent import BrowserTools
+
+                toolbox = BrowserTools(setting.page_store())
+            else:
+                from trace_selector.rollout.agent import SearchTools
+
+                toolbox = SearchTools(setting.index(), base.agent.top_k, base.agent.doc_chars)
             questions = setting.questions(a.split)[: a.limit]
         try:
             if "models" in parts:

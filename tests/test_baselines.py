@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from trace_selector.baselines.confidence import (
-    ConfidenceConfig,
-    group_confidences,
-    token_logprobs,
-    trajectory_confidence,
-)
 from trace_selector.baselines.heuristics import Oracle, ToolCount, tool_calls
 from trace_selector.baselines.pick import vote
 from trace_selector.baselines.registry import ALL_METHODS, build_fast
@@ -20,7 +12,6 @@ from trace_selector.baselines.voting import (
     Single,
     grounded_vote,
     stated_confidence_vote,
-    token_confidence_vote,
 )
 from trace_selector.evaluate import score_pick
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
@@ -124,96 +115,6 @@ def test_weighted_stated_skips_and_falls_back():
     # An unanswered trajectory's confidence does not rescue a question from the fallback.
     [p] = m.select([group(traj(0, "", conf=1.0), traj(1, "Ann"))])
     assert p.answer == "Ann" and p.fallback is not None
-
-
-# --- DeepConf token confidence ------------------------------------------------------------------
-
-def test_group_confidences_sliding_windows():
-    assert group_confidences([-1, -2, -3, -4], 2) == [-1.5, -2.5, -3.5]
-    assert group_confidences([-1, -2, -3, -4], 2048) == [-2.5]  # window clipped to the length
-    assert group_confidences([], 3) == []
-
-
-def test_trajectory_scores_by_hand():
-    lps = [-0.1, -0.1, -2.0, -0.1, -0.5, -0.3]
-    groups = [-0.1, -1.05, -1.05, -0.3, -0.4]  # windows of 2
-    for g, expect in zip(group_confidences(lps, 2), groups):
-        assert g == pytest.approx(expect)
-    conf = lambda **kw: trajectory_confidence(lps, ConfidenceConfig(window=2, tail=2, **kw))  # noqa: E731
-    assert conf(score="mean") == pytest.approx(-3.1 / 6)
-    assert conf(score="tail") == pytest.approx(-0.4)
-    assert conf(score="lowest") == pytest.approx(-1.05)
-    assert conf(score="bottom10") == pytest.approx(-1.05)  # ceil(0.1 * 5) = 1 group
-    assert conf(score="bottom10", bottom_fraction=0.5) == pytest.approx((-1.05 - 1.05 - 0.4) / 3)  # ceil(2.5) = 3
-    assert conf(score="bottom10", bottom_fraction=0.8) == pytest.approx((-1.05 - 1.05 - 0.4 - 0.3) / 4)
-    with pytest.raises(ValueError, match="no log-probabilities"):
-        trajectory_confidence([], ConfidenceConfig())
-
-
-def test_bottom10_keeps_the_lowest_tenth_of_many_groups():
-    # 25 tokens, window 4 -> 22 groups; ceil(2.2) = 3 lowest groups are averaged.
-    lps = [-0.1] * 10 + [-3.0] + [-0.1] * 14
-    cfg = ConfidenceConfig(score="bottom10", window=4)
-    groups = sorted(group_confidences(lps, 4))
-    assert len(groups) == 22 and groups[:4] == pytest.approx([-0.825] * 4)  # the 4 windows holding the -3.0
-    assert trajectory_confidence(lps, cfg) == pytest.approx(-0.825)
-    lps[20] = -2.0  # a second dip: windows holding it sit at -0.575, above the first dip's
-    assert trajectory_confidence(lps, cfg) == pytest.approx(-0.825)
-    assert trajectory_confidence(lps, ConfidenceConfig(score="bottom10", window=4, bottom_fraction=0.25)) == pytest.approx(
-        (4 * -0.825 + 2 * -0.575) / 6)  # ceil(5.5) = 6
-
-
-def test_token_logprobs_concatenate_steps_then_final():
-    t = Trajectory("q", "Q?", 0, "Ann", steps=[Step("search", "a", logprobs=[-1.0]), Step("search", "b"),
-                                            Step("search", "c", logprobs=[-2.0, -3.0])], final_logprobs=[-4.0])
-    assert token_logprobs(t) == [-1.0, -2.0, -3.0, -4.0]
-    assert token_logprobs(Trajectory("q", "Q?", 1, "Ann")) is None
-
-
-def test_weighted_token_prefers_confident_minority():
-    # One confident A (mean log-prob -0.1) vs two unsure B (-2.0): exp(-0.1)=0.905 > 2*exp(-2)=0.271.
-    g = group(traj(0, "Bob", lps=[-2.0, -2.0]), traj(1, "Ann", lps=[-0.1, -0.1]), traj(2, "Bob", final_lps=[-2.0]))
-    [p] = token_confidence_vote(ConfidenceConfig(score="mean")).select([g])
-    assert p.answer == "Ann" and p.scores[1] == pytest.approx(math.exp(-0.1))
-    # Majority would have said B.
-    assert Majority().select([g])[0].answer == "Bob"
-
-
-def test_weighted_token_variants_and_skip():
-    # A: one surprising token in a long confident run -> mean high, lowest group low.
-    a = traj(0, "Ann", lps=[-0.01] * 9 + [-5.0])
-    b1, b2 = traj(1, "Bob", lps=[-0.6] * 10), traj(2, "Bob", lps=[-0.6] * 10)
-    g = group(a, b1, b2)
-    mean = build_fast("weighted_token_mean", ConfidenceConfig(window=2)).select([g])[0]
-    lowest = build_fast("weighted_token_lowest", ConfidenceConfig(window=2)).select([g])[0]
-    # mean: exp(-0.509)=0.601 vs 2*exp(-0.6)=1.098 -> B; lowest: exp(-2.505)=0.082 vs 1.098 -> B
-    assert mean.answer == "Bob" and lowest.answer == "Bob"
-    solo = group(a, b1)
-    assert build_fast("weighted_token_mean", ConfidenceConfig(window=2)).select([solo])[0].answer == "Ann"
-    assert build_fast("weighted_token_lowest", ConfidenceConfig(window=2)).select([solo])[0].answer == "Bob"
-    m = token_confidence_vote()
-    assert "no token log-probabilities" in m.check([group(traj(0, "Ann"))])
-
-
-def test_weighted_token_keep_top_filters_before_voting():
-    # Weights exp(mean): Ann 0.905 (1 traj), Bob 0.607 x 2 (1.213 total). All vote: Bob. Keeping the top
-    # ceil(0.5 * 3) = 2 (Ann 0.905, Bob 0.607 at sample 1): Ann 0.905 > Bob 0.607.
-    g = group(traj(0, "Bob", lps=[-0.5]), traj(1, "Ann", lps=[-0.1]), traj(2, "Bob", lps=[-0.5]))
-    assert token_confidence_vote(ConfidenceConfig(score="mean")).select([g])[0].answer == "Bob"
-    p = token_confidence_vote(ConfidenceConfig(score="mean", keep_top=0.5)).select([g])[0]
-    assert p.answer == "Ann" and set(p.scores) == {0, 1, 2}
-    assert token_confidence_vote(ConfidenceConfig(score="mean", keep_top=0.1)).select([g])[0].answer == "Ann"
-
-
-def test_confidence_config_validation():
-    with pytest.raises(ValueError, match="score must be one of"):
-        ConfidenceConfig(score="median")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="window and tail"):
-        ConfidenceConfig(window=0)
-    with pytest.raises(ValueError, match="bottom_fraction"):
-        ConfidenceConfig(bottom_fraction=0.0)
-    with pytest.raises(ValueError, match="keep_top"):
-        ConfidenceConfig(keep_top=1.5)
 
 
 # --- tool-count heuristics and oracle -----------------------------------------------------------

@@ -61,13 +61,17 @@ def sizes(data):
 def test_counts_by_hand():
     data = build_graph(group(), HashEncoder(8))
     assert sizes(data) == {"query": 1, "subquery": 2, "evidence": 4, "document": 2, "answer": 2}
-    assert edges(data, "query", "starts", "subquery") == [[0, 0], [0, 1]]
+    # the query node is in no relation; one search per trajectory, so no temporal edges
+    assert not any("query" in (src, dst) for src, _, dst in data.edge_types)
     assert edges(data, "subquery", "next", "subquery") == [[], []]
-    # e0 open X, e1 find X (T0, listed at rank 1 by s0); e2 open X (T1, rank 3 in s1); e3 open Z (T1)
-    assert edges(data, "subquery", "rank_1", "evidence") == [[0, 0], [0, 1]]
-    assert edges(data, "subquery", "rank_3", "evidence") == [[1], [2]]
-    assert edges(data, "subquery", "rank_5", "evidence") == [[1], [3]]
-    assert edges(data, "evidence", "rev_rank_3", "subquery") == [[2], [1]]
+    assert edges(data, "subquery", "previous", "subquery") == [[], []]
+    # e0 open X, e1 find X (T0, both under s0, which listed X); e2 open X (T1, listed by s1); e3 open Z
+    # (T1, never listed: its latest search s1)
+    assert edges(data, "subquery", "opens", "evidence") == [[0, 1, 1], [0, 2, 3]]
+    assert edges(data, "evidence", "opened_by", "subquery") == [[0, 2, 3], [0, 1, 1]]
+    assert edges(data, "subquery", "finds", "evidence") == [[0], [1]]
+    assert edges(data, "evidence", "found_by", "subquery") == [[1], [0]]
+    assert data["subquery"].orphan.tolist() == [False, False]
     assert edges(data, "evidence", "of", "document") == [[0, 1, 2, 3], [0, 0, 0, 1]]
     assert edges(data, "document", "has", "evidence") == [[0, 0, 0, 1], [0, 1, 2, 3]]
     assert data["document"].traj.tolist() == [-1, -1]
@@ -76,6 +80,36 @@ def test_counts_by_hand():
     assert data["answer"].y.tolist() == [1.0, 0.0]
     # Alice is on page X, which both trajectories opened; nobody read "Bob".
     assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(1), 0.5, 1.0, 1.0], [math.log1p(1), 0.5, 0.0, 0.0]]))
+
+
+def orphan_group() -> QuestionGroup:
+    trajs = [
+        traj(0, "Alice", [
+            Step("open", "https://wiki.org/X", PAGE_X, [page("https://wiki.org/X", PAGE_X)]),  # before any search
+            Step("find", "founded", FIND_X),
+            Step("search", "X founder", documents=[hit(1, "https://wiki.org/Y")]),
+            Step("open", "https://wiki.org/Z", PAGE_Z),
+        ]),
+        traj(1, "Alice", [
+            Step("search", "q", documents=[hit(1, "https://wiki.org/X")]),
+            Step("open", "https://wiki.org/X", PAGE_X, [page("https://wiki.org/X", PAGE_X)]),
+            Step("search", "more", documents=[hit(1, "https://wiki.org/Y")]),
+        ]),
+    ]
+    return QuestionGroup("b1", trajs[0].question, ["Alice"], trajs)
+
+
+def test_orphan_subquery_and_temporal_edges():
+    data = build_graph(orphan_group(), HashEncoder(8))
+    # subqueries: o (T0 orphan), "X founder" (T0), "q", "more" (T1)
+    assert data["subquery"].orphan.tolist() == [True, False, False, False]
+    assert torch.count_nonzero(data["subquery"].x[0]) == 0 and torch.count_nonzero(data["subquery"].x[1]) > 0
+    assert data["subquery"].traj.tolist() == [0, 0, 1, 1]
+    assert edges(data, "subquery", "next", "subquery") == [[0, 2], [1, 3]]  # o -> "X founder", "q" -> "more"
+    assert edges(data, "subquery", "previous", "subquery") == [[1, 3], [0, 2]]
+    # e0 open X and e1 find X hang off the orphan; e2 open Z off "X founder"; e3 open X off "q"
+    assert edges(data, "subquery", "opens", "evidence") == [[0, 1, 2], [0, 2, 3]]
+    assert edges(data, "subquery", "finds", "evidence") == [[0], [1]]
 
 
 def test_drop_reasons():
@@ -96,7 +130,7 @@ def test_merge_evidence():
     # T0's and T1's open of X read the same text: one node shared by both trajectories
     assert data["evidence"].x.shape[0] == 3
     assert data["evidence"].traj.tolist() == [-1, 0, 1]
-    assert edges(data, "subquery", "rank_3", "evidence") == [[1], [0]]
+    assert edges(data, "subquery", "opens", "evidence") == [[0, 1, 1], [0, 0, 2]]
     assert edges(data, "evidence", "of", "document") == [[0, 1, 2], [0, 0, 1]]
 
 

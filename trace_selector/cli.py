@@ -104,7 +104,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
     p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. llm.agent_max_turns=3")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. llm.agent_max_iterations=8")
     p.add_argument("--update-card", action="store_true",
                    help="write the results table into the --checkpoint folder's model card (before publishing)")
 

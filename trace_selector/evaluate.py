@@ -304,6 +304,18 @@ def summarize(name: str, run: MethodRun, groups: Sequence[QuestionGroup]) -> dic
         entry["report_tokens"] = report
         entry["trajectory_tokens"] = traj
         entry["compression_ratio"] = round(report / traj, 4)
+    cut = sum(p.extra.get("cut_tokens", 0) for p in run.picks)  # trajectory text LLM methods could not fit
+    if cut:
+        entry["cut_tokens"] = cut
+    forced = sum(1 for p in run.picks if p.extra.get("forced_answer"))
+    if forced:
+        entry["forced_answers"] = forced
+    signals: dict[str, int] = {}
+    for p in run.picks:  # DeepConf: token confidences or the sampled-log-prob fallback, per question
+        if "signal" in p.extra:
+            signals[p.extra["signal"]] = signals.get(p.extra["signal"], 0) + 1
+    if signals:
+        entry["signal"] = signals
     return entry
 
 
@@ -354,6 +366,9 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
     }
     for name in cfg.methods:
         results["methods"][name] = {"skipped": skipped[name]} if name in skipped else summarize(name, runs[name], groups)
+        describe = getattr(methods.get(name), "describe", None)
+        if callable(describe) and name in runs:  # settings a reader needs next to the number (window, caps)
+            results["methods"][name]["settings"] = describe()
     if isinstance(methods.get("trace"), TraceMethod) and "trace" in runs:
         results["methods"]["trace"]["load_seconds"] = round(methods["trace"].load_seconds, 3)  # type: ignore[attr-defined]
     if engine is not None and hasattr(engine, "info"):
@@ -430,6 +445,12 @@ def format_table(results: dict[str, Any]) -> str:
             notes.append(f"{r['parse_failures']} parse failures")
         if r["fallbacks"]:
             notes.append(f"{r['fallbacks']} fallbacks")
+        if r.get("cut_tokens"):
+            notes.append(f"{r['cut_tokens']} tokens cut to fit")
+        if r.get("forced_answers"):
+            notes.append(f"{r['forced_answers']} forced answers")
+        if r.get("signal", {}).get("sampled_logprob"):
+            notes.append(f"sampled-token log-probs, no token_conf on {r['signal']['sampled_logprob']} questions")
         if "compression_ratio" in r:
             notes.append(f"compression {r['compression_ratio']:.3f}")
         qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"

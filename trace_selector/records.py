@@ -25,7 +25,8 @@ list indices (``steps[1].search_result`` is the second step). Record rules:
   written file reads back equal (``read_pool(p) == pool`` after ``write_pool(pool, p)``).
 - Parquet: one row per trajectory; nested fields (steps, messages, lists, unknown fields) are JSON
   strings, named in the schema metadata key ``trace_selector``; native nested Arrow columns from
-  other tools are read as they are.
+  other tools are read as they are. AggAgent's published rollout Parquet is read as browsing records
+  (mapping in `trace_selector.aggagent_rollouts`).
 """
 
 from __future__ import annotations
@@ -536,7 +537,12 @@ def trajectory_to_line(t: Trajectory) -> str:
 
 
 def _numbered(path: str | Path) -> Iterator[tuple[int, Trajectory]]:
+    from trace_selector.aggagent_rollouts import AggAgentRows, is_aggagent_row
+
+    foreign = AggAgentRows(path)  # AggAgent's published rollouts read as browsing records
     for line, record in read_records(path):
+        if is_aggagent_row(record):
+            record = foreign.to_record(record, line)
         yield line, trajectory_from_dict(record, path, line)
 
 

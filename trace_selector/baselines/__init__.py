@@ -1,7 +1,8 @@
 """Answer-selection baselines over a pool's question groups (DESIGN §Baselines).
 
-Fast methods (no model): `voting` (single rollout, majority, weighted by stated or token confidence),
-`heuristics` (fewest / most tool calls, oracle). LLM methods on a rollout `Engine`: `aggregators`
-(SolAgg, SummAgg), `aggagent` (AggAgent), `judge` (TIPEX rubric judge). Every method returns one
-`pick.Pick` per group; `registry` builds them by name for `trace_selector.evaluate`.
+Fast methods (no model): `voting` (single rollout, majority, weighted by stated confidence, grounded
+vote), `confidence` (DeepConf: token-confidence weighted vote with eta filtering), `heuristics`
+(fewest / most tool calls, oracle). LLM methods on a rollout `Engine`: `aggregators` (SolAgg,
+SummAgg), `aggagent` (AggAgent, with its tools in `inspection`), `judge` (TIPEX rubric judge). Every
+method returns one `pick.Pick` per group; `registry` builds them by name for `trace_selector.evaluate`.
 """

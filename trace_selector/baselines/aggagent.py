@@ -1,51 +1,78 @@
-"""AggAgent: an aggregator agent that inspects the trajectories with tools, then picks one answer.
+"""AggAgent: an aggregator agent that inspects the trajectories with tools and finishes with a
+free-form solution (Lee et al. 2025; tools and limits in `baselines.inspection`, prompt principles in
+`prompts.AGGAGENT_SYSTEM`).
 
-Tools (prompt in `prompts.AGGAGENT_SYSTEM`): ``read_solution(i)`` (final turn and answer of candidate
-i), ``read_steps(i, a, b)`` (steps a..b of candidate i), ``search("text")`` (literal search over all
-candidates' queries, results and final turns), ``finish(i)`` (choose candidate i). One action per
-turn, at most `LLMConfig.agent_max_turns` turns; on the last turn only ``finish`` is accepted (with
-structured outputs it is the only thing the model can produce). An unparseable action costs a turn
-and counts as a parse failure; an agent that never finishes falls back to the majority vote.
+Loop per question (all questions advance in lock step, one engine batch per iteration): the agent
+writes thoughts and one tool call (``get_solution`` / ``search_trajectory`` / ``get_segment``) or
+``finish``; the tool's result comes back as the next user message. The loop ends at finish, or after
+`LLMConfig.agent_max_iterations` calls (the paper's agent allows 100), or when the conversation would
+no longer fit the context with room for another reply: then, as in the reference code, a final user
+message asks for the answer and only ``finish`` is allowed. A reply with no valid call costs an
+iteration and counts as a parse failure.
 
-All questions advance in lock step, one engine batch per turn.
+The finish answer is free-form. It becomes a pick of the candidate it names (`llm.match_candidate`),
+as the other aggregators; an answer that matches no candidate is kept as it is (``sample_id`` None,
+``extra["synthesized"]``), which `evaluate.score_pick` scores against the gold aliases. An agent that
+never finishes falls back to the majority vote. `describe` reports the iteration cap.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from trace_selector.baselines import prompts
+from trace_selector.baselines import inspection, prompts
 from trace_selector.baselines.aggregators import Aggregator, candidates_of
-from trace_selector.baselines.heuristics import tool_calls
+from trace_selector.baselines.llm import match_candidate
 from trace_selector.baselines.pick import Pick, majority_pick, pick_from
-from trace_selector.baselines.render import render_final, render_steps, search_trajectories
 from trace_selector.records import QuestionGroup, Trajectory
 
-_ACTION = re.compile(
-    r"(read_solution|read_steps|search|finish)\s*\(\s*(.*?)\s*\)",
-    re.S,
-)
+_TOOL = re.compile(r"<tool>\s*(get_solution|search_trajectory|get_segment)\s*\((.*?)\)\s*(?:</tool>|$)", re.S)
+_FINISH = re.compile(r"<finish>(.*?)(?:</finish>|$)", re.S)
+_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S)
+_ARG = re.compile(r'"([^"]*)"|(-?\d+)')
 
 
 @dataclass(slots=True)
 class Action:
-    """One parsed tool call."""
+    """One parsed reply: a tool call with its arguments, or finish with its answer."""
 
     name: str
-    args: list[str]
+    """get_solution, search_trajectory, get_segment or finish."""
+    args: list[str | int] = field(default_factory=list)
+    """Positional arguments (ints and quoted strings) of a tool call; [answer, solution] for finish."""
 
 
 def parse_action(text: str) -> Action | None:
-    """The first tool call in `text`, with its comma-separated arguments (quotes stripped)."""
-    m = _ACTION.search(text)
-    if m is None:
+    """The first finish block or tool call in a reply (None when there is neither)."""
+    fin, call = _FINISH.search(text), _TOOL.search(text)
+    if fin and (call is None or fin.start() < call.start()):
+        ans = _ANSWER.search(fin.group(1))
+        answer = ans.group(1).strip() if ans else ""
+        return Action("finish", [answer, fin.group(1).strip()]) if answer else None
+    if call is None:
         return None
-    name, raw = m.group(1), m.group(2)
-    if name == "search":
-        q = re.match(r"""^["'](.*)["']$""", raw, re.S)
-        return Action(name, [q.group(1) if q else raw])
-    return Action(name, [a.strip() for a in raw.split(",") if a.strip()])
+    args: list[str | int] = [m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _ARG.finditer(call.group(2))]
+    return Action(call.group(1), args)
+
+
+def run_tool(action: Action, trajs: list[Trajectory]) -> str:
+    """Execute a tool call; bad arguments come back as a one-line error for the agent to read."""
+    a = action.args
+    ints = [x for x in a if isinstance(x, int)]
+    strs = [x for x in a if isinstance(x, str)]
+    if action.name == "get_solution":
+        return inspection.get_solution(trajs, ints[0] if ints else None)
+    if action.name == "search_trajectory":
+        if not ints or not strs:
+            return '[search_trajectory] needs a trajectory number and "words"'
+        role = strs[1] if len(strs) > 1 and strs[1] in ("tool", "assistant") else None
+        k = ints[1] if len(ints) > 1 else inspection.SEARCH_DEFAULT_K
+        return inspection.search_trajectory(trajs, ints[0], strs[0], role, k)
+    if len(ints) < 3:
+        return "[get_segment] needs a trajectory number, a start step and an end step"
+    return inspection.get_segment(trajs, ints[0], ints[1], ints[2])
 
 
 @dataclass(slots=True)
@@ -57,7 +84,10 @@ class _Episode:
     tokens_out: int = 0
     parse_failures: int = 0
     actions: list[str] = field(default_factory=list)
-    chosen: Trajectory | None = None
+    answer: str | None = None
+    solution: str = ""
+    forced: bool = False
+    cut_tokens: int = 0
 
 
 class AggAgent(Aggregator):
@@ -65,71 +95,76 @@ class AggAgent(Aggregator):
 
     name = "aggagent"
 
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out.update(max_iterations=self.chat.cfg.agent_max_iterations, action_tokens=self.chat.cfg.action_tokens,
+                   observation_tokens=self.chat.cfg.observation_tokens)
+        return out
+
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
         cfg = self.chat.cfg
         episodes = []
         for g in groups:
             cands = candidates_of(g)
-            listing = "\n".join(f"{i}: {t.answer} ({tool_calls(t)} tool calls)" for i, t in enumerate(cands, 1))
-            system = prompts.AGGAGENT_SYSTEM.format(k=len(cands), candidates=listing, turns=cfg.agent_max_turns)
-            user = prompts.AGGAGENT_QUESTION.format(question=g.question)
-            if cfg.agent_max_turns == 1:
-                user += "\n" + prompts.AGGAGENT_LAST
-            episodes.append(_Episode(g, cands, [{"role": "system", "content": system}, {"role": "user", "content": user}]))
-
-        for turn in range(1, cfg.agent_max_turns + 1):
-            active = [e for e in episodes if e.chosen is None]
+            user = prompts.AGGAGENT_USER.format(question=g.question, metadata=inspection.metadata(cands), k=len(cands))
+            episodes.append(_Episode(g, cands, [{"role": "system", "content": prompts.AGGAGENT_SYSTEM},
+                                                {"role": "user", "content": user}]))
+        budget = self.chat.prompt_budget(cfg.action_tokens)
+        for it in range(1, cfg.agent_max_iterations + 1):
+            active = [e for e in episodes if e.answer is None]
             if not active:
                 break
-            last = turn == cfg.agent_max_turns
-            regexes = [prompts.aggagent_regex(len(e.cands), last) for e in active]
-            replies = self.chat([e.messages for e in active], cfg.action_tokens, regex=regexes)
+            for e in active:
+                # Last iteration, or no room for one more observation after this reply: finish now.
+                room = budget - len(self._prompt_ids(e.messages)) - cfg.observation_tokens - cfg.action_tokens
+                if it == cfg.agent_max_iterations or room < 0:
+                    e.forced = True
+                    e.messages.append({"role": "user", "content": prompts.AGGAGENT_FINAL})
+            regexes = [prompts.aggagent_regex(len(e.cands), e.forced) for e in active]
+            replies = self.chat([e.messages for e in active], cfg.action_tokens, regex=regexes,
+                                stop=["</tool>", "</finish>"])
             for e, r in zip(active, replies):
                 e.tokens_in += r.tokens_in
                 e.tokens_out += r.tokens_out
                 e.messages.append({"role": "assistant", "content": r.text.strip()})
-                observation = self._step(e, r.text, last)
-                if e.chosen is None and not last:
-                    left = cfg.agent_max_turns - turn
-                    remaining = prompts.AGGAGENT_LAST if left == 1 else prompts.AGGAGENT_REMAINING.format(left=left)
-                    e.messages.append({"role": "user", "content": prompts.AGGAGENT_OBSERVATION.format(observation=observation, remaining=remaining)})
+                self._step(e, r.text)
+            for e in active:
+                if e.forced and e.answer is None:
+                    e.answer = ""  # a forced finish that did not parse: stop, majority fallback below
 
-        picks = []
-        for e in episodes:
-            kw = dict(tokens_in=e.tokens_in, tokens_out=e.tokens_out, parse_failures=e.parse_failures,
-                      extra={"actions": e.actions, "turns": len(e.actions)})
-            if e.chosen is None:
-                picks.append(majority_pick(e.group, fallback="agent did not finish with a valid candidate; majority vote", **kw))
-            else:
-                picks.append(pick_from(e.group, e.chosen, **kw))
-        return picks
+        return [self._pick(e) for e in episodes]
 
-    def _candidate(self, e: _Episode, arg: str) -> Trajectory | None:
-        return e.cands[int(arg) - 1] if arg.isdigit() and 1 <= int(arg) <= len(e.cands) else None
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        return self.chat.engine.chat_token_ids(messages)
 
-    def _step(self, e: _Episode, text: str, last: bool) -> str:
-        """Execute one action; returns the observation (sets `e.chosen` on a valid finish)."""
+    def _step(self, e: _Episode, text: str) -> None:
+        """Execute one reply: record finish, or append the tool's result as the next user message."""
         action = parse_action(text)
-        if action is None or (last and action.name != "finish"):
+        if action is None or (e.forced and action.name != "finish"):
             e.parse_failures += 1
             e.actions.append("invalid")
-            return prompts.AGGAGENT_INVALID
-        e.actions.append(f"{action.name}({', '.join(action.args)})")
-        cfg = self.chat.cfg
-        if action.name == "search":
-            out = search_trajectories(e.cands, action.args[0] if action.args else "")
-            return self.chat.clip(out, cfg.observation_tokens)
-        cand = self._candidate(e, action.args[0]) if action.args else None
-        if cand is None:
-            e.parse_failures += 1
-            return f"No candidate {action.args[0] if action.args else ''}; candidates are 1 to {len(e.cands)}."
+            if not e.forced:
+                e.messages.append({"role": "user", "content": prompts.AGGAGENT_INVALID})
+            return
         if action.name == "finish":
-            e.chosen = cand
-            return ""
-        if action.name == "read_solution":
-            return self.chat.clip(render_final(cand), cfg.observation_tokens)
-        nums = [int(a) for a in action.args[1:3] if a.isdigit()]
-        start = nums[0] if nums else 1
-        end = nums[1] if len(nums) > 1 else len(cand.steps)
-        return self.chat.clip(render_steps(cand, start, end, cfg.doc_chars), cfg.observation_tokens)
+            e.actions.append("finish")
+            e.answer, e.solution = str(action.args[0]), str(action.args[1])
+            return
+        e.actions.append(f"{action.name}({', '.join(map(repr, action.args))})")
+        observation, cut = self.chat.fit(run_tool(action, e.cands), self.chat.cfg.observation_tokens)
+        e.cut_tokens += cut
+        e.messages.append({"role": "user", "content": prompts.AGGAGENT_OBSERVATION.format(observation=observation)})
 
+    def _pick(self, e: _Episode) -> Pick:
+        kw: dict[str, Any] = dict(
+            tokens_in=e.tokens_in, tokens_out=e.tokens_out, parse_failures=e.parse_failures,
+            extra={"actions": e.actions, "iterations": len(e.actions), "forced_finish": e.forced,
+                   "max_iterations": self.chat.cfg.agent_max_iterations, "cut_tokens": e.cut_tokens},
+        )
+        if not e.answer:
+            return majority_pick(e.group, fallback="agent did not finish with an answer; majority vote", **kw)
+        chosen = match_candidate(f"<answer>{e.answer}</answer>", e.cands)
+        if chosen is not None:
+            return pick_from(e.group, chosen, **kw)
+        kw["extra"]["synthesized"] = True
+        return Pick(e.group.question_id, None, e.answer, **kw)

@@ -1,23 +1,35 @@
 """LLM answer aggregation over a question's trajectories: SolAgg and SummAgg (ParallelMuse).
 
-Both are selection-based here: the model's output is mapped onto one of the existing answers
-(`llm.match_candidate`); an output that maps to none counts as a parse failure and the question
-falls back to the majority vote. With `LLMConfig.constrained` the final call may only write
-``<answer>`` + one of the candidate answers (`prompts.choice_regex`); the integrate prompts therefore
-ask for the answer alone, without a reasoning line (with a free reasoning-then-answer pattern,
-SmolLM2-135M's output matched no candidate on 4 of 4 SolAgg questions of the benchmark pool).
+Both integrate under ParallelMuse's rules (`prompts._INTEGRATE_RULES`): the model reasons freely, then
+writes ``<answer>``; agreement raises the likelihood but is not a guarantee; exactly one solution or
+report is chosen; no tools; no merged answers. SolAgg shows every answered trajectory's final solution;
+SummAgg first compresses each trajectory into a <report> (Solution Planning / Solution Methods /
+Final Reasoning), then integrates the reports.
 
-Only answered trajectories are shown, numbered 1..m in sample_id order. A question whose answered
-trajectories all agree (one normalised answer) needs no call when `LLMConfig.skip_unanimous` is on:
-any selection-based aggregator would return that answer.
+Selection-based: the output is mapped onto one of the existing answers (`llm.match_candidate`); with
+`LLMConfig.constrained` the integrate call may write anything but ``<`` and then must end in
+``<answer>`` + one candidate answer (`prompts.choice_regex`). When the free reasoning uses up
+`LLMConfig.answer_tokens` before ``<answer>``, one continuation call appends ``<answer>`` to what it
+wrote and allows only a candidate (``Pick.extra["forced_answer"]``). An output that maps to no
+candidate is a parse failure and the question falls back to the majority vote.
+
+Only answered trajectories are shown (ParallelMuse drops trajectories without a prediction), numbered
+1..m in sample_id order. A question whose answered trajectories all agree needs no call when
+`LLMConfig.skip_unanimous` is on: any selection would return that answer.
+
+Budgets: prompts fit `Chat.prompt_budget` (the model's context minus the call's output budget), split
+evenly over the solutions / reports; what is cut from the middle of a piece is counted in
+``Pick.extra["cut_tokens"]`` (summed into results.json and the table).
 
 Every call of a question is batched with the same stage of every other question, so a pool costs
-one engine batch for SolAgg and two (reports, then integrate) for SummAgg.
+one engine batch for SolAgg and two (reports, then integrate) for SummAgg, plus one for forced answers.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import Any
 
 from trace_selector.answers import normalize_answer
 from trace_selector.baselines import prompts
@@ -57,6 +69,22 @@ def resolve(group: QuestionGroup, cands: Sequence[Trajectory], text: str, tokens
     return pick_from(group, chosen, **cost)
 
 
+_REPORT = re.compile(r"<report>(.*?)(?:</report>|$)", re.S | re.I)
+
+
+def report_text(text: str) -> str:
+    """The report inside ``<report>`` (to the end when the closing tag was cut), else the whole text."""
+    m = _REPORT.search(text)
+    return (m.group(1) if m else text).strip()
+
+
+def final_solution(traj: Trajectory) -> str:
+    """The trajectory's final turn (its solution and answer), else its queries."""
+    if traj.final_text:
+        return traj.final_text.strip()
+    return short_solution(traj)
+
+
 class Aggregator:
     """Shared skeleton: questions with a real choice get calls, the others a direct pick."""
 
@@ -67,6 +95,12 @@ class Aggregator:
 
     def check(self, groups: Sequence[QuestionGroup]) -> str | None:
         return None
+
+    def describe(self) -> dict[str, Any]:
+        """Sampling and budget settings, for results.json."""
+        cfg = self.chat.cfg
+        return {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_prompt_tokens": cfg.max_prompt_tokens,
+                "context": self.chat.context, "answer_tokens": cfg.answer_tokens}
 
     def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
         picks: list[Pick | None] = [None] * len(groups)
@@ -84,37 +118,59 @@ class Aggregator:
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
         raise NotImplementedError
 
-    def _fit(self, template_tokens: int, parts: int) -> int:
-        """Token budget of each of `parts` pieces so the prompt stays within max_prompt_tokens."""
-        room = self.chat.cfg.max_prompt_tokens - template_tokens
+    def _fit(self, template_tokens: int, parts: int, out_tokens: int | None = None) -> int:
+        """Token budget of each of `parts` pieces so the prompt fits `Chat.prompt_budget`."""
+        room = self.chat.prompt_budget(self.chat.cfg.answer_tokens if out_tokens is None else out_tokens) - template_tokens
         return max(16, room // max(1, parts))
+
+    def _integrate(self, convs: list[list[dict[str, str]]], cand_lists: list[list[Trajectory]]) -> list[tuple[str, int, int, bool]]:
+        """Integrate calls with free reasoning, then a forced answer for those cut before ``<answer>``:
+        (output text, tokens in, tokens out, forced) per conversation."""
+        cfg = self.chat.cfg
+        regexes = [prompts.choice_regex(distinct_answers(c)) for c in cand_lists]
+        replies = self.chat(convs, cfg.answer_tokens, regex=regexes, stop=["</answer>"])
+        out = [(r.text, r.tokens_in, r.tokens_out, False) for r in replies]
+        cut = [i for i, r in enumerate(replies) if r.finish_reason == "length" and "<answer>" not in r.text]
+        if cut:
+            heads = [replies[i].text.rstrip() + "\n<answer>" for i in cut]
+            tails = self.chat([convs[i] for i in cut], cfg.forced_answer_tokens, stop=["</answer>"], prefixes=heads,
+                              regex=[prompts.choice_regex(distinct_answers(cand_lists[i]), reasoning=False) for i in cut])
+            for i, head, r in zip(cut, heads, tails):
+                text, tin, tout, _ = out[i]
+                out[i] = (head + r.text, tin + r.tokens_in, tout + r.tokens_out, True)
+        return out
 
 
 class SolAgg(Aggregator):
-    """All final answers with a short solution each, integrated in one call."""
+    """Every answered trajectory's final solution, integrated in one call."""
 
     name = "solagg"
 
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
-        convs, cand_lists = [], []
+        convs, cand_lists, cuts = [], [], []
         for g in groups:
             cands = candidates_of(g)
-            base = self.chat.count(prompts.SOLAGG.format(question=g.question, candidates=""))
+            # Template, chat markup and each block's frame (label, answer, join) are fixed; solutions share the rest.
+            base = self.chat.prompt_tokens(prompts.SOLAGG.format(question=g.question, candidates="")) + sum(
+                self.chat.count(prompts.SOLAGG_CANDIDATE.format(i=i, solution="", answer=t.answer)) + 1
+                for i, t in enumerate(cands, 1))
             each = self._fit(base, len(cands))
-            blocks = [
-                self.chat.clip(prompts.SOLAGG_CANDIDATE.format(i=i, solution=short_solution(t), answer=t.answer), each)
-                for i, t in enumerate(cands, 1)
-            ]
+            blocks, cut = [], 0
+            for i, t in enumerate(cands, 1):
+                solution, n = self.chat.fit(final_solution(t), each)
+                blocks.append(prompts.SOLAGG_CANDIDATE.format(i=i, solution=solution, answer=t.answer))
+                cut += n
             convs.append([{"role": "user", "content": prompts.SOLAGG.format(question=g.question, candidates="\n".join(blocks))}])
             cand_lists.append(cands)
-        regexes = [prompts.choice_regex(distinct_answers(c)) for c in cand_lists]
-        replies = self.chat(convs, self.chat.cfg.answer_tokens, regex=regexes, stop=["</answer>"])
-        return [resolve(g, c, r.text, r.tokens_in, r.tokens_out) for g, c, r in zip(groups, cand_lists, replies)]
+            cuts.append(cut)
+        results = self._integrate(convs, cand_lists)
+        return [resolve(g, c, text, tin, tout, forced_answer=forced, cut_tokens=cut)
+                for g, c, (text, tin, tout, forced), cut in zip(groups, cand_lists, results, cuts)]
 
 
 class SummAgg(Aggregator):
     """ParallelMuse compressed reasoning aggregation: a structured report per trajectory, then an
-    integrate call that weighs the reports' reasoning, uses no tools and never merges answers.
+    integrate call over the reports (see the module docstring).
 
     `Pick.extra` records ``report_tokens`` (generated report tokens) and ``trajectory_tokens``
     (tokens of the full rendered transcripts they compress), whose ratio is the compression ratio.
@@ -127,42 +183,46 @@ class SummAgg(Aggregator):
         jobs: list[tuple[int, Trajectory]] = []
         convs = []
         traj_tokens = [0] * len(groups)
+        cuts = [0] * len(groups)
         for gi, g in enumerate(groups):
-            base = self.chat.count(prompts.SUMMAGG_REPORT.format(question=g.question, transcript=""))
+            base = self.chat.prompt_tokens(prompts.SUMMAGG_REPORT.format(transcript=""))
             for t in candidates_of(g):
-                transcript = render_transcript(t, cfg.doc_chars)
-                traj_tokens[gi] += self.chat.count(transcript)
-                clipped = self.chat.clip(transcript, self._fit(base, 1))
-                convs.append([{"role": "user", "content": prompts.SUMMAGG_REPORT.format(question=g.question, transcript=clipped)}])
+                record = f"Question: {g.question}\n\n{render_transcript(t, cfg.doc_chars)}"
+                traj_tokens[gi] += self.chat.count(record)
+                clipped, cut = self.chat.fit(record, self._fit(base, 1, cfg.report_tokens))
+                cuts[gi] += cut
+                convs.append([{"role": "user", "content": prompts.SUMMAGG_REPORT.format(transcript=clipped)}])
                 jobs.append((gi, t))
         reports = self.chat(convs, cfg.report_tokens)
 
         per_group: list[list[tuple[Trajectory, str]]] = [[] for _ in groups]
         cost_in, cost_out = [0] * len(groups), [0] * len(groups)
         for (gi, t), r in zip(jobs, reports):
-            per_group[gi].append((t, r.text.strip()))
+            per_group[gi].append((t, report_text(r.text)))
             cost_in[gi] += r.tokens_in
             cost_out[gi] += r.tokens_out
         report_tokens = list(cost_out)
 
         convs = []
-        for g, entries in zip(groups, per_group):
-            base = self.chat.count(prompts.SUMMAGG_INTEGRATE.format(question=g.question, reports=""))
+        for gi, (g, entries) in enumerate(zip(groups, per_group)):
+            base = self.chat.prompt_tokens(prompts.SUMMAGG_INTEGRATE.format(question=g.question, reports="")) + sum(
+                self.chat.count(prompts.SUMMAGG_ENTRY.format(i=i, report="", answer=t.answer)) + 1
+                for i, (t, _) in enumerate(entries, 1))
             each = self._fit(base, len(entries))
-            blocks = [
-                self.chat.clip(prompts.SUMMAGG_ENTRY.format(i=i, report=text, answer=t.answer), each)
-                for i, (t, text) in enumerate(entries, 1)
-            ]
+            blocks = []
+            for i, (t, text) in enumerate(entries, 1):
+                report, cut = self.chat.fit(text, each)
+                cuts[gi] += cut
+                blocks.append(prompts.SUMMAGG_ENTRY.format(i=i, report=report, answer=t.answer))
             convs.append([{"role": "user", "content": prompts.SUMMAGG_INTEGRATE.format(question=g.question, reports="\n".join(blocks))}])
-        regexes = [prompts.choice_regex(distinct_answers([t for t, _ in entries])) for entries in per_group]
-        finals = self.chat(convs, cfg.answer_tokens, regex=regexes, stop=["</answer>"])
+        finals = self._integrate(convs, [[t for t, _ in entries] for entries in per_group])
 
         picks = []
-        for gi, (g, r) in enumerate(zip(groups, finals)):
+        for gi, (g, (text, tin, tout, forced)) in enumerate(zip(groups, finals)):
             cands = [t for t, _ in per_group[gi]]
             picks.append(
                 resolve(
-                    g, cands, r.text, cost_in[gi] + r.tokens_in, cost_out[gi] + r.tokens_out,
+                    g, cands, text, cost_in[gi] + tin, cost_out[gi] + tout, forced_answer=forced, cut_tokens=cuts[gi],
                     report_tokens=report_tokens[gi], trajectory_tokens=traj_tokens[gi],
                 )
             )

@@ -1,57 +1,73 @@
-"""Trajectory confidence from token log-probabilities, in the sense of DeepConf (Fu et al. 2025,
-https://arxiv.org/abs/2508.15260), adapted to pools that record only the sampled token's log-prob.
+"""DeepConf offline voting (Fu et al. 2025, "Deep Think with Confidence", https://arxiv.org/abs/2508.15260).
 
-DeepConf's token confidence is C_i = -mean_j log P_i(j) over the top-k candidate tokens at position i
-(k around 20): a peaked distribution has very negative tail log-probs and therefore a high C_i. Our
-pools (DESIGN §Records) store only log P of the token that was sampled. With k = 1 the same formula,
--log P(sampled), is the token's *surprisal*, which grows when the model is unsure, so using it as a
-confidence would rank the most surprised trajectories first. We therefore use the sampled token's
-log-probability itself as the per-token confidence (c_i = log P(sampled) <= 0; higher = surer) and
-keep DeepConf's trajectory scores on top of it:
+Definitions (the paper, Sec. 3, and its offline analysis code):
 
-- ``mean``: mean c_i over all tokens;
-- ``tail``: mean c_i over the last `tail` tokens (DeepConf: 2048);
-- ``bottom10``: mean of the lowest 10% of group confidences, a group being a sliding window of
-  `window` tokens (DeepConf: 2048) moved one token at a time; at least one group is kept;
-- ``lowest``: the lowest group confidence.
+- token confidence C_i = -mean_j log P_i(j) over the top-k candidates at position i (k = 20), recorded
+  at rollout time in `Step.token_conf` / `Trajectory.final_token_conf`; a peaked distribution has
+  very negative tail log-probs and so a *high* C_i;
+- group confidence: the mean C_i over a sliding window of `window` tokens, stride 1
+  (n - window + 1 groups); a trace shorter than the window is one group, its mean;
+- trajectory scores: ``mean`` (all tokens), ``tail`` (last `tail` tokens), ``bottom10`` (mean of the
+  lowest floor(10% x groups) group confidences, at least one) and ``lowest`` (the lowest group);
+- weighted vote: each answered trajectory adds its score to its answer's total;
+- filtering: among answered trajectories, keep those whose score reaches the (1 - eta) percentile
+  (linear interpolation, numpy's default) and vote among them, weighted: DeepConf-low keeps
+  eta = 10%, DeepConf-high 90%.
 
-The window and tail are clipped to the trajectory length, so short trajectories have one group.
-A trajectory's tokens are the sampled tokens of every turn in order (`Step.logprobs` of each step,
-then `Trajectory.final_logprobs`). Votes weight a trajectory by exp(score), the geometric-mean token
-probability of the scored span, which is positive and monotone in the score; with `keep_top` < 1 only
-the most confident trajectories vote (DeepConf's confidence filtering).
+Fallback. A pool written before top-20 recording has only the sampled token's log-prob. With k = 1
+the formula gives -log P(sampled), the token's *surprisal*, which grows when the model is unsure, so
+it would rank the least sure trajectories first. The fallback therefore uses c_i = log P(sampled)
+(<= 0, higher = surer) under the same windows and statistics, and votes with exp(score) (the
+geometric-mean token probability of the span: positive and monotone in the score). Every pick says
+which signal it used (`Pick.extra["signal"]`: ``token_conf`` or ``sampled_logprob``), and
+`DeepConfVote.describe` reports the settings, so a results table never passes the fallback off as
+DeepConf.
+
+A trajectory's tokens are those of every turn in order (each step's tokens, then the final turn's).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from trace_selector.records import Trajectory
+from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
+from trace_selector.records import QuestionGroup, Trajectory
 
 ConfScore = Literal["mean", "tail", "bottom10", "lowest"]
 """Trajectory-level confidence scores."""
+Signal = Literal["token_conf", "sampled_logprob"]
+"""Which per-token signal a score was computed from (see the module docstring)."""
 
 CONF_SCORES: tuple[str, ...] = ("mean", "tail", "bottom10", "lowest")
+PAPER_WINDOW = 2048
+"""DeepConf's group size and tail length, for traces of roughly 10^4 tokens."""
+PERCENTILE_EPS = 1e-12
+"""A score this close below the percentile threshold still passes (interpolation round-off)."""
 
 
 @dataclass(slots=True)
 class ConfidenceConfig:
-    """How token log-probabilities become one trajectory score."""
+    """How per-token confidences become one trajectory score, and which trajectories vote."""
 
     score: ConfScore = "bottom10"
-    """Which trajectory score to use (DeepConf reports bottom-10% group as the strongest offline)."""
-    window: int = 2048
-    """Sliding-window group size in tokens, clipped to the trajectory length."""
-    tail: int = 2048
-    """Number of final tokens for the ``tail`` score, clipped to the trajectory length."""
+    """Which trajectory score weights and filters the vote (the paper's offline tables lead with bottom-10%)."""
+    window: int = 16
+    """Group size in tokens. The paper's 2048 exceeds every trajectory of our pools (wikileads: mean 84
+    tokens on the WebQA dev pool, 113 on the browsing test pool, turns of about 40), so it would make
+    each trace one group and ``bottom10`` = ``lowest`` = ``mean``. 16 tokens (about half a turn, a fifth
+    of a median trajectory) gives some 60 groups per trajectory, so the bottom 10% is about 6 of them,
+    the paper's regime of many overlapping windows. Set 2048 to reproduce the paper literally."""
+    tail: int = 32
+    """Tokens of the ``tail`` score. The paper's 2048 covers the conclusion of a long trace; 32 covers
+    most of our final (answer) turn, about 38 tokens on the WebQA dev pool."""
     bottom_fraction: float = 0.1
-    """Fraction of lowest groups averaged by ``bottom10``."""
+    """Fraction of the lowest groups averaged by ``bottom10`` (floor, at least one group, as the paper's code)."""
     keep_top: float = 1.0
-    """DeepConf filtering: only this fraction of a question's answered trajectories, the most confident
-    (rounded up), vote (DeepConf-low 0.1, DeepConf-high 0.9; 1.0 = all vote, weighted)."""
+    """Filtering: the fraction eta of a question's answered trajectories that vote, by the percentile
+    rule (DeepConf-low 0.1, DeepConf-high 0.9; 1.0 = all vote)."""
 
     def __post_init__(self) -> None:
         if self.score not in CONF_SCORES:
@@ -64,6 +80,8 @@ class ConfidenceConfig:
             raise ValueError(f"keep_top must be in (0, 1], got {self.keep_top}")
 
 
+# --- per-token signals ----------------------------------------------------------------------------
+
 def token_logprobs(traj: Trajectory) -> list[float] | None:
     """All sampled-token log-probs of a trajectory in generation order, or None if it has none."""
     parts = [s.logprobs for s in traj.steps if s.logprobs] + ([traj.final_logprobs] if traj.final_logprobs else [])
@@ -72,33 +90,151 @@ def token_logprobs(traj: Trajectory) -> list[float] | None:
     return [float(x) for p in parts for x in p]
 
 
-def group_confidences(logprobs: Sequence[float], window: int) -> list[float]:
-    """Mean log-prob of every window of `window` consecutive tokens (stride 1; clipped to the length)."""
-    n = len(logprobs)
+def token_confidences(traj: Trajectory) -> list[float] | None:
+    """All DeepConf token confidences of a trajectory in generation order, or None when any turn that
+    has sampled tokens lacks them (a partial record would silently drop turns from the windows)."""
+    turns = [(s.logprobs, s.token_conf) for s in traj.steps] + [(traj.final_logprobs, traj.final_token_conf)]
+    out: list[float] = []
+    for lps, conf in turns:
+        if conf is None:
+            if lps:
+                return None
+            continue
+        out.extend(float(c) for c in conf)
+    return out or None
+
+
+def token_signal(traj: Trajectory) -> tuple[Signal, list[float]] | None:
+    """The best per-token signal a trajectory has: DeepConf confidences, else sampled log-probs."""
+    conf = token_confidences(traj)
+    if conf is not None:
+        return "token_conf", conf
+    lps = token_logprobs(traj)
+    if lps is not None:
+        return "sampled_logprob", lps
+    return None
+
+
+# --- scores ---------------------------------------------------------------------------------------
+
+def group_confidences(values: Sequence[float], window: int) -> list[float]:
+    """Mean of every `window` consecutive values (stride 1); one group, the mean, when shorter."""
+    n = len(values)
     if n == 0:
         return []
     w = min(window, n)
-    # Running sum: O(n) instead of O(n * w) for 2048-token windows over long trajectories.
-    total = math.fsum(logprobs[:w])
+    # Running sum: O(n) rather than O(n * w) for 2048-token windows over long traces.
+    total = math.fsum(values[:w])
     out = [total / w]
     for i in range(w, n):
-        total += logprobs[i] - logprobs[i - w]
+        total += values[i] - values[i - w]
         out.append(total / w)
     return out
 
 
-def trajectory_confidence(logprobs: Sequence[float], cfg: ConfidenceConfig) -> float:
-    """The configured trajectory score of a non-empty sequence of sampled-token log-probs."""
-    if not logprobs:
-        raise ValueError("no log-probabilities")
+def trajectory_confidence(values: Sequence[float], cfg: ConfidenceConfig) -> float:
+    """The configured score of a non-empty sequence of per-token values."""
+    if not values:
+        raise ValueError("no per-token values to score")
     if cfg.score == "mean":
-        return math.fsum(logprobs) / len(logprobs)
+        return math.fsum(values) / len(values)
     if cfg.score == "tail":
-        tail = logprobs[-min(cfg.tail, len(logprobs)) :]
+        tail = values[-min(cfg.tail, len(values)) :]
         return math.fsum(tail) / len(tail)
-    groups = group_confidences(logprobs, cfg.window)
+    groups = group_confidences(values, cfg.window)
     if cfg.score == "lowest":
         return min(groups)
-    keep = max(1, math.ceil(cfg.bottom_fraction * len(groups) - 1e-9))
-    lowest = sorted(groups)[:keep]
-    return math.fsum(lowest) / keep
+    # floor, as the paper's code (int(len * 0.1)): 9 groups -> the single lowest.
+    keep = max(1, int(len(groups) * cfg.bottom_fraction + 1e-9))
+    return math.fsum(sorted(groups)[:keep]) / keep
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def keep_top(scores: Sequence[float], fraction: float) -> list[bool]:
+    """Which scores reach the (1 - fraction) percentile: DeepConf's filter (ties all pass)."""
+    if fraction >= 1.0:
+        return [True] * len(scores)
+    threshold = percentile(scores, 100.0 * (1.0 - fraction))
+    return [s >= threshold - PERCENTILE_EPS for s in scores]
+
+
+# --- the method -----------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class DeepConfVote:
+    """Confidence-weighted vote with optional filtering (see the module docstring).
+
+    Per question, the signal is DeepConf's token confidence when any answered trajectory has it, else
+    the sampled log-prob fallback; never a mix (the two are on different scales). An answered
+    trajectory without the chosen signal gets the mean weight of those with it (neutral imputation,
+    ``Pick.extra["imputed"]``); a question where none has either signal falls back to the majority vote.
+    """
+
+    cfg: ConfidenceConfig = field(default_factory=ConfidenceConfig)
+    name: str = "weighted_token"
+    _cache: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict)
+
+    def _scores(self, traj: Trajectory) -> dict[str, float]:
+        # Budget-curve subsets revisit trajectories many times; windows are O(tokens), so cache.
+        key = (traj.question_id, traj.sample_id)
+        if key not in self._cache:
+            out: dict[str, float] = {}
+            conf = token_confidences(traj)
+            if conf is not None:
+                out["token_conf"] = trajectory_confidence(conf, self.cfg)
+            lps = token_logprobs(traj)
+            if lps is not None:
+                out["sampled_logprob"] = trajectory_confidence(lps, self.cfg)
+            self._cache[key] = out
+        return self._cache[key]
+
+    def describe(self) -> dict[str, Any]:
+        """Settings that belong next to the method's numbers in results.json."""
+        return {"score": self.cfg.score, "window": self.cfg.window, "tail": self.cfg.tail,
+                "bottom_fraction": self.cfg.bottom_fraction, "keep_top": self.cfg.keep_top}
+
+    def check(self, groups: Sequence[QuestionGroup]) -> str | None:
+        if any(self._scores(t) for g in groups for t in g.trajectories):
+            return None
+        return "pool has no token log-probabilities (Step.logprobs / final_logprobs) nor token confidences"
+
+    def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
+        return [self._select_one(g) for g in groups]
+
+    def _select_one(self, group: QuestionGroup) -> Pick:
+        answered = [t for t in group.trajectories if has_answer(t)]
+        per = {t.sample_id: self._scores(t) for t in answered}
+        signal: Signal | None = next((s for s in ("token_conf", "sampled_logprob")
+                                      if any(s in v for v in per.values())), None)  # type: ignore[misc]
+        if signal is None:
+            fallback = "no answered trajectory has token confidences or log-probabilities; majority vote"
+            return majority_pick(group, fallback=fallback if answered else None)
+        raw = {sid: v.get(signal) for sid, v in per.items()}
+        known = [s for s in raw.values() if s is not None]
+        mean = math.fsum(known) / len(known)
+        scores = {sid: (s if s is not None else mean) for sid, s in raw.items()}
+        # The paper sums C directly (C >= 0); the log-prob fallback is <= 0, so it votes with exp(score).
+        weight = (lambda s: s) if signal == "token_conf" else math.exp
+        passed = keep_top([scores[t.sample_id] for t in answered], self.cfg.keep_top)
+        voters = [t for t, ok in zip(answered, passed) if ok]
+        winner, _ = vote(voters, [weight(scores[t.sample_id]) for t in voters])
+        extra: dict[str, Any] = {"signal": signal, "voters": len(voters)}
+        imputed = sum(1 for s in raw.values() if s is None)
+        if imputed:
+            extra["imputed"] = imputed
+        return pick_from(group, winner, scores={sid: float(s) for sid, s in scores.items()}, extra=extra)
+
+
+def deepconf_vote(cfg: ConfidenceConfig | None = None, name: str = "weighted_token") -> DeepConfVote:
+    """A `DeepConfVote` named `name`."""
+    return DeepConfVote(cfg or ConfidenceConfig(), name)

@@ -1,20 +1,23 @@
-"""TIPEX rubric judge: an LLM scores each trajectory 0-2 on answer definiteness, evidence strength
-and reasoning consistency (total 0-6), and one of three rules turns scores into a selection:
+"""TIPEX rubric judge: an LLM scores a trajectory 0-2 on answer definiteness, evidence strength and
+reasoning consistency (total 0-6). Three selection rules, as the TIPEX paper defines them over a
+question's replicas (trajectories in sample_id order):
 
 - ``global`` (judge_gs): judge every answered trajectory, pick the best total;
-- ``first_valid`` (judge_fves): judge trajectories in sample_id order and stop at the first whose
-  total reaches `LLMConfig.judge_threshold` (saving the remaining calls); if none does, the best
-  total among those judged;
-- ``top_k`` (judge_tks): judge every trajectory, majority-vote among the `judge_top_k` best totals
-  (ties in rank broken by sample_id).
+- ``first_valid`` (judge_fves, First Valid Early Stopping): return the first *valid* replica, with no
+  judge call at all: the saving is that later replicas need not be read;
+- ``top_k`` (judge_tks, Top-K Selection): judge only the first ceil(n/2) valid replicas (n = the
+  question's replica count) and take the judge's best.
 
+A replica is valid when it completed with an answer: a non-empty answer and a finish reason other
+than a cut (`INCOMPLETE`: the forced answer turn hit max_tokens, or the context ran out).
 Ties on the total are broken by a vote among the tied trajectories (`pick.vote`). A judgement that
-does not parse is a parse failure and leaves that trajectory unscored (it cannot be selected by the
-score); a question with no parsed judgement falls back to the majority vote.
+does not parse is a parse failure and leaves that trajectory unscored; a question with no parsed
+judgement, or without a valid replica, falls back to the majority vote.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -22,13 +25,15 @@ from typing import Literal
 from trace_selector.baselines import prompts
 from trace_selector.baselines.aggregators import Aggregator, candidates_of
 from trace_selector.baselines.llm import Chat
-from trace_selector.baselines.pick import Pick, majority_pick, pick_from, vote
+from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
 from trace_selector.baselines.render import render_transcript
 from trace_selector.records import QuestionGroup, Trajectory
 
 JudgeRule = Literal["global", "first_valid", "top_k"]
 RULE_NAMES: dict[str, str] = {"global": "judge_gs", "first_valid": "judge_fves", "top_k": "judge_tks"}
 CRITERIA = ("definiteness", "evidence", "consistency")
+INCOMPLETE = frozenset({"length", "context"})
+"""Finish reasons of a replica that was cut off rather than completed (`Trajectory.finish_reason`)."""
 
 _LABELLED = [re.compile(rf"{c}\w*\s*[:=-]?\s*\**\s*([0-2])\b", re.I) for c in CRITERIA]
 
@@ -44,6 +49,21 @@ def parse_rubric(text: str) -> tuple[int, int, int] | None:
     return None
 
 
+def is_valid(traj: Trajectory) -> bool:
+    """A completed replica with an answer (see the module docstring)."""
+    return has_answer(traj) and traj.finish_reason not in INCOMPLETE
+
+
+def valid_replicas(group: QuestionGroup) -> list[Trajectory]:
+    """Valid replicas in sample_id order."""
+    return [t for t in sorted(group.trajectories, key=lambda t: t.sample_id) if is_valid(t)]
+
+
+def tks_pool(group: QuestionGroup) -> list[Trajectory]:
+    """The replicas TKS judges: the first ceil(n/2) valid ones, n = all replicas of the question."""
+    return valid_replicas(group)[: math.ceil(len(group.trajectories) / 2)]
+
+
 class Judge(Aggregator):
     """TIPEX judge with one selection rule (see the module docstring)."""
 
@@ -54,61 +74,55 @@ class Judge(Aggregator):
         self.rule = rule
         self.name = RULE_NAMES[rule]
 
+    def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
+        if self.rule == "first_valid":  # FVES reads no transcript: no call, not even for a real choice
+            picks = []
+            for g in groups:
+                valid = valid_replicas(g)
+                if valid:
+                    picks.append(pick_from(g, valid[0], extra={"judged": 0}))
+                else:
+                    picks.append(majority_pick(g, fallback="no valid completed replica; majority vote", extra={"judged": 0}))
+            return picks
+        return super().select(groups)
+
     def _judge(self, jobs: Sequence[tuple[QuestionGroup, Trajectory]]) -> list[tuple[tuple[int, int, int] | None, int, int]]:
         """(scores or None, tokens in, tokens out) per (group, trajectory), in one batch."""
         convs = []
         for g, t in jobs:
-            base = self.chat.count(prompts.JUDGE.format(question=g.question, transcript=""))
-            transcript = self.chat.clip(render_transcript(t, self.chat.cfg.doc_chars), self._fit(base, 1))
+            base = self.chat.prompt_tokens(prompts.JUDGE.format(question=g.question, transcript=""))
+            transcript = self.chat.clip(render_transcript(t, self.chat.cfg.doc_chars), self._fit(base, 1, self.chat.cfg.judge_tokens))
             convs.append([{"role": "user", "content": prompts.JUDGE.format(question=g.question, transcript=transcript)}])
         replies = self.chat(convs, self.chat.cfg.judge_tokens, regex=prompts.JUDGE_REGEX)
         return [(parse_rubric(r.text), r.tokens_in, r.tokens_out) for r in replies]
 
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
-        cands = [candidates_of(g) for g in groups]
+        pools = [tks_pool(g) if self.rule == "top_k" else candidates_of(g) for g in groups]
+        # TKS with one valid replica in its window has nothing to compare: no call.
+        jobs = [(gi, t) for gi, pool in enumerate(pools) if len(pool) > 1 or self.rule != "top_k" for t in pool]
         scores: list[dict[int, tuple[int, int, int] | None]] = [{} for _ in groups]
         cost = [[0, 0] for _ in groups]
-        accepted: list[Trajectory | None] = [None] * len(groups)
-
-        def run(idx: list[int], pos: int | None) -> None:
-            jobs = [(gi, t) for gi in idx for t in (cands[gi] if pos is None else cands[gi][pos : pos + 1])]
-            for (gi, t), (s, tin, tout) in zip(jobs, self._judge([(groups[gi], t) for gi, t in jobs])):
-                scores[gi][t.sample_id] = s
-                cost[gi][0] += tin
-                cost[gi][1] += tout
-                if pos is not None and s is not None and sum(s) >= self.chat.cfg.judge_threshold and accepted[gi] is None:
-                    accepted[gi] = t
-
-        if self.rule == "first_valid":
-            # One batch per position: question i's j-th judgement only happens if its first j failed.
-            for pos in range(max((len(c) for c in cands), default=0)):
-                active = [gi for gi in range(len(groups)) if accepted[gi] is None and pos < len(cands[gi])]
-                if active:
-                    run(active, pos)
-        else:
-            run(list(range(len(groups))), None)
+        for (gi, t), (s, tin, tout) in zip(jobs, self._judge([(groups[gi], t) for gi, t in jobs])):
+            scores[gi][t.sample_id] = s
+            cost[gi][0] += tin
+            cost[gi][1] += tout
 
         picks = []
         for gi, g in enumerate(groups):
             parsed = {sid: sum(s) for sid, s in scores[gi].items() if s is not None}
-            failures = sum(1 for s in scores[gi].values() if s is None)
             kw = dict(
-                tokens_in=cost[gi][0], tokens_out=cost[gi][1], parse_failures=failures,
+                tokens_in=cost[gi][0], tokens_out=cost[gi][1],
+                parse_failures=sum(1 for s in scores[gi].values() if s is None),
                 scores={sid: float(v) for sid, v in parsed.items()},
-                extra={"rubric": {str(sid): list(s) if s else None for sid, s in scores[gi].items()}, "judged": len(scores[gi])},
+                extra={"rubric": {str(sid): list(s) if s else None for sid, s in scores[gi].items()},
+                       "judged": len(scores[gi])},
             )
-            if not parsed:
-                picks.append(majority_pick(g, fallback="no judgement parsed; majority vote", **kw))
-            elif accepted[gi] is not None:
-                picks.append(pick_from(g, accepted[gi], **kw))
+            if len(pools[gi]) == 1 and not scores[gi]:
+                picks.append(pick_from(g, pools[gi][0], **kw))
+            elif not parsed:
+                reason = "no valid completed replica" if not pools[gi] else "no judgement parsed"
+                picks.append(majority_pick(g, fallback=f"{reason}; majority vote", **kw))
             else:
-                picks.append(pick_from(g, self._choose(cands[gi], parsed), **kw))
+                best = max(parsed.values())
+                picks.append(pick_from(g, vote([t for t in pools[gi] if parsed.get(t.sample_id) == best])[0], **kw))
         return picks
-
-    def _choose(self, cands: list[Trajectory], totals: dict[int, int]) -> Trajectory | None:
-        scored = [t for t in cands if t.sample_id in totals]
-        if self.rule == "top_k":
-            ranked = sorted(scored, key=lambda t: (-totals[t.sample_id], t.sample_id))
-            return vote(ranked[: self.chat.cfg.judge_top_k])[0]
-        best = max(totals[t.sample_id] for t in scored)
-        return vote([t for t in scored if totals[t.sample_id] == best])[0]

@@ -2,8 +2,11 @@
 accounting, token-budget clipping, and mapping a small model's free text back onto one of the
 existing candidate answers.
 
-The aggregators run on the same `Engine` as rollouts (rollout/generation.py), greedy by default, so
-results are reproducible and the prefix cache is shared across calls with a common prompt head.
+The aggregators run on the same `Engine` as rollouts (rollout/generation.py) and sample as ParallelMuse
+does (temperature 0.6, top_p 0.95; its presence penalty 1.1 is not applied because the engine contract
+has no such field). Prompt budgets fit the engine's context: a call that generates up to m tokens gets
+at most min(`max_prompt_tokens`, max_model_len - m) prompt tokens, and every method reports the tokens
+it had to cut from trajectories (`Pick.extra["cut_tokens"]`).
 
 Mapping model output to a candidate (`match_candidate`), in order:
 1. the answer span: the last ``<answer>...</answer>``, else ``\\boxed{...}``, else the text after the
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trace_selector.answers import f1_score, normalize_answer
+from trace_selector.errors import InputError
 from trace_selector.records import Trajectory
 from trace_selector.rollout.generation import Engine, GenRequest
 
@@ -31,44 +35,47 @@ from trace_selector.rollout.generation import Engine, GenRequest
 class LLMConfig:
     """Settings of every LLM aggregator and judge."""
 
-    max_prompt_tokens: int = 1536
-    """Prompt budget per call; trajectory text is clipped to fit (keep prompt + output <= the engine's max_model_len)."""
-    answer_tokens: int = 160
-    """Most generated tokens for an integrate / final-answer call (SolAgg, SummAgg)."""
-    report_tokens: int = 256
+    max_prompt_tokens: int = 3072
+    """Prompt budget per call, further capped by the engine's context (max_model_len minus the call's
+    output tokens); trajectory text is clipped to fit and the cut is reported."""
+    answer_tokens: int = 512
+    """Most generated tokens for an integrate call (SolAgg, SummAgg): free reasoning, then the answer.
+    A call cut off before ``<answer>`` is continued with only the answer allowed (reported as forced)."""
+    forced_answer_tokens: int = 48
+    """Most generated tokens of that forced answer continuation."""
+    report_tokens: int = 512
     """Most generated tokens for one SummAgg trajectory report."""
     judge_tokens: int = 64
     """Most generated tokens for one rubric judgement."""
-    action_tokens: int = 48
-    """Most generated tokens for one AggAgent action."""
-    temperature: float = 0.0
-    """Sampling temperature of every call (0 = greedy, reproducible)."""
+    action_tokens: int = 384
+    """Most generated tokens for one AggAgent reply (thoughts, then a tool call or the finish solution)."""
+    temperature: float = 0.6
+    """Sampling temperature of every call (ParallelMuse: 0.6; 0 = greedy, reproducible)."""
+    top_p: float = 0.95
+    """Nucleus sampling mass of every call (ParallelMuse: 0.95)."""
     constrained: bool = True
     """Constrain judge scores and agent actions with a structured-output regex (small models rarely follow formats)."""
-    agent_max_turns: int = 4
-    """AggAgent tool turns before it must finish (the last turn only allows finish)."""
-    observation_tokens: int = 256
-    """Most tokens of one AggAgent tool observation."""
-    judge_threshold: int = 5
-    """TIPEX first-valid early stopping: a trajectory scoring at least this total (of 6) is accepted."""
-    judge_top_k: int = 3
-    """TIPEX top-k selection: vote among this many best-scored trajectories."""
+    agent_max_iterations: int = 100
+    """AggAgent calls per question before it must finish (the paper's 100; the last one only allows
+    finish). On a small context the context usually ends the loop first; results.json reports the cap."""
+    observation_tokens: int = 512
+    """Most tokens of one AggAgent tool result (cut from the middle; the cut is reported)."""
     doc_chars: int = 240
     """Characters kept of each retrieved document in rendered transcripts."""
     skip_unanimous: bool = True
     """Make no call for a question whose answered trajectories all agree (any selection would return that answer)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_prompt_tokens", "answer_tokens", "report_tokens", "judge_tokens", "action_tokens",
-                     "agent_max_turns", "observation_tokens", "judge_top_k", "doc_chars"):
+        for name in ("max_prompt_tokens", "answer_tokens", "report_tokens", "judge_tokens", "action_tokens", "forced_answer_tokens",
+                     "agent_max_iterations", "observation_tokens", "doc_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_prompt_tokens < 256:
             raise ValueError(f"max_prompt_tokens must be >= 256 to hold the instructions, got {self.max_prompt_tokens}")
-        if not 0 <= self.judge_threshold <= 6:
-            raise ValueError(f"judge_threshold must be in 0..6 (three criteria scored 0-2), got {self.judge_threshold}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
 @dataclass(slots=True)
@@ -78,6 +85,8 @@ class Reply:
     text: str
     tokens_in: int
     tokens_out: int
+    finish_reason: str = "stop"
+    """"stop" or "length" (cut by max_tokens), as the engine reports it."""
 
 
 class Chat:
@@ -91,14 +100,41 @@ class Chat:
         """Tokens of `text` under the engine's tokenizer."""
         return len(self.engine.encode(text))
 
+    @property
+    def context(self) -> int | None:
+        """The engine's context length in tokens, when it says (vLLM engines carry ``config.max_model_len``)."""
+        cfg = getattr(self.engine, "config", None)
+        value = getattr(cfg, "max_model_len", None) or getattr(self.engine, "max_model_len", None)
+        return int(value) if value else None
+
+    def prompt_tokens(self, text: str) -> int:
+        """Tokens of a one-message user prompt holding `text`, chat template included."""
+        return len(self.engine.chat_token_ids([{"role": "user", "content": text}]))
+
+    def prompt_budget(self, out_tokens: int) -> int:
+        """Most prompt tokens for a call generating up to `out_tokens` (see the module docstring)."""
+        budget = self.cfg.max_prompt_tokens
+        if self.context is not None:
+            budget = min(budget, self.context - out_tokens)
+        if budget < 256:
+            raise InputError(f"llm: context {self.context} leaves {budget} prompt tokens for {out_tokens} output tokens; "
+                             "lower the output budget (llm.*_tokens) or raise the engine's max_model_len")
+        return budget
+
     def clip(self, text: str, max_tokens: int) -> str:
         """Keep the head and the tail of `text` within `max_tokens` (the tail holds the answer)."""
+        return self.fit(text, max_tokens)[0]
+
+    def fit(self, text: str, max_tokens: int) -> tuple[str, int]:
+        """`clip`, and how many tokens were cut (0 when it fits)."""
         ids = self.engine.encode(text)
         if len(ids) <= max_tokens:
-            return text
-        head = max(1, max_tokens * 2 // 3)
-        tail = max(1, max_tokens - head - 4)
-        return f"{self.engine.decode(ids[:head])}\n[...]\n{self.engine.decode(ids[-tail:])}"
+            return text, 0
+        marker = "\n[...]\n"
+        room = max(2, max_tokens - self.count(marker))
+        head = max(1, room * 2 // 3)
+        tail = max(1, room - head)
+        return f"{self.engine.decode(ids[:head])}{marker}{self.engine.decode(ids[-tail:])}", len(ids) - head - tail
 
     def __call__(
         self,
@@ -106,27 +142,31 @@ class Chat:
         max_tokens: int,
         regex: str | Sequence[str | None] | None = None,
         stop: Sequence[str] = (),
+        prefixes: Sequence[str] | None = None,
     ) -> list[Reply]:
-        """Generate one reply per conversation in one batch (order kept)."""
+        """Generate one reply per conversation in one batch (order kept). `prefixes` are assistant text
+        already written, appended after the generation prompt (a continuation); replies exclude them."""
         if not conversations:
             return []
         regexes = list(regex) if isinstance(regex, (list, tuple)) else [regex] * len(conversations)
         if not self.cfg.constrained:
             regexes = [None] * len(conversations)
+        heads = list(prefixes) if prefixes is not None else [""] * len(conversations)
         requests = [
             GenRequest(
-                prompt_token_ids=self.engine.chat_token_ids(conv),
+                prompt_token_ids=self.engine.chat_token_ids(conv) + (self.engine.encode(head) if head else []),
                 max_tokens=max_tokens,
                 temperature=self.cfg.temperature,
+                top_p=self.cfg.top_p,
                 stop=list(stop),
                 regex=rx,
                 logprobs=False,
             )
-            for conv, rx in zip(conversations, regexes)
+            for conv, rx, head in zip(conversations, regexes, heads)
         ]
         # vLLM's own progress bar, only for batches long enough to be worth watching.
         results = self.engine.generate(requests, progress=len(requests) >= 32)
-        return [Reply(r.text, r.prompt_tokens, len(r.token_ids)) for r in results]
+        return [Reply(r.text, r.prompt_tokens, len(r.token_ids), r.finish_reason) for r in results]
 
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.S | re.I)

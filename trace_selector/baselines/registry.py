@@ -23,11 +23,12 @@ from trace_selector.baselines.voting import (
 
 FAST_METHODS: tuple[str, ...] = (
     "single", "majority", "weighted_stated", "weighted_token",
-    *(f"weighted_token_{s}" for s in CONF_SCORES),
+    *(f"weighted_token_{s}" for s in CONF_SCORES), "deepconf_low", "deepconf_high",
     "grounded_vote", "fewest_tools", "most_tools", "oracle",
 )
 """Methods without a model. ``weighted_token`` uses `ConfidenceConfig.score`; ``weighted_token_<score>``
-fixes the score (mean, tail, bottom10, lowest) for the DeepConf variants side by side."""
+fixes the score (mean, tail, bottom10, lowest) for the DeepConf variants side by side; ``deepconf_low`` /
+``deepconf_high`` filter to the top 10% / 90% by that score before the weighted vote (the paper's eta)."""
 
 LLM_METHODS: tuple[str, ...] = ("solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks")
 """Methods that call an LLM on the rollout engine."""
@@ -46,6 +47,8 @@ def build_fast(name: str, conf: ConfidenceConfig | None = None) -> Method:
         "majority": Majority,
         "weighted_stated": stated_confidence_vote,
         "weighted_token": lambda: token_confidence_vote(conf),
+        "deepconf_low": lambda: token_confidence_vote(dataclasses.replace(conf, keep_top=0.1), "deepconf_low"),
+        "deepconf_high": lambda: token_confidence_vote(dataclasses.replace(conf, keep_top=0.9), "deepconf_high"),
         "grounded_vote": grounded_vote,
         "fewest_tools": lambda: ToolCount(fewest=True),
         "most_tools": lambda: ToolCount(fewest=False),

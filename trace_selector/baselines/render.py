@@ -1,5 +1,5 @@
-"""Plain-text views of trajectories for the LLM aggregators: whole transcripts, step ranges, short
-solutions, and keyword search within trajectories (the AggAgent tools).
+"""Plain-text views of trajectories for the LLM aggregators: whole transcripts, step ranges and short
+solutions (AggAgent's own tools are in `baselines.inspection`).
 
 Observations are clipped per document (`doc_chars`) because a single search returns several
 hundred tokens and a 135M-2K-context aggregator would otherwise see one step of one trajectory.
@@ -70,27 +70,3 @@ def short_solution(traj: Trajectory, chars: int = 400) -> str:
     if not queries:
         return "(answered without searching)"
     return _clip_chars("Searched: " + " | ".join(queries), chars)
-
-
-def search_trajectories(trajs: list[Trajectory], pattern: str, max_hits: int = 8, context: int = 100) -> str:
-    """Case-insensitive literal search over queries, observations and final turns of `trajs`.
-
-    Returns one line per hit naming the candidate (1-based position in `trajs`) and step, with
-    `context` characters around the match.
-    """
-    needle = pattern.strip().lower()
-    if not needle:
-        return "(empty search pattern)"
-    hits: list[str] = []
-    for ci, traj in enumerate(trajs, 1):
-        fields = [(f"step {i}", f"{s.content}\n{s.search_result}") for i, s in enumerate(traj.steps, 1)]
-        fields.append(("final", f"{traj.final_text or ''}\n{traj.answer}"))
-        for where, text in fields:
-            flat = " ".join(text.split())
-            pos = flat.lower().find(needle)
-            if pos >= 0:
-                lo, hi = max(0, pos - context), min(len(flat), pos + len(needle) + context)
-                hits.append(f"candidate {ci}, {where}: ...{flat[lo:hi]}...")
-                if len(hits) >= max_hits:
-                    return "\n".join(hits + ["(more hits not shown)"])
-    return "\n".join(hits) if hits else f'(no match for "{pattern.strip()}")'

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from trace_selector.baselines.confidence import ConfidenceConfig, token_logprobs, trajectory_confidence
+from trace_selector.baselines.confidence import ConfidenceConfig, DeepConfVote, deepconf_vote
 from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
 from trace_selector.evidence import is_grounded
 from trace_selector.records import QuestionGroup, Trajectory
@@ -71,8 +71,7 @@ class WeightedVote:
     _cache: dict[tuple[str, int], float | None] = field(default_factory=dict)
 
     def _weight(self, traj: Trajectory) -> float | None:
-        # Subsets of the budget curve revisit the same trajectories many times; DeepConf windows are
-        # O(tokens), so the weights are computed once per trajectory.
+        # Subsets of the budget curve revisit the same trajectories many times: compute each weight once.
         key = (traj.question_id, traj.sample_id)
         if key not in self._cache:
             self._cache[key] = self.weight_of(traj)
@@ -116,15 +115,9 @@ def stated_confidence_vote() -> WeightedVote:
     return WeightedVote("weighted_stated", _stated, "pool has no stated confidences (Trajectory.confidence)")
 
 
-def token_confidence_vote(cfg: ConfidenceConfig | None = None, name: str = "weighted_token") -> WeightedVote:
-    """Vote weighted by exp(DeepConf-style trajectory confidence); see `baselines.confidence`."""
-    cfg = cfg or ConfidenceConfig()
-
-    def weight(traj: Trajectory) -> float | None:
-        lps = token_logprobs(traj)
-        return None if lps is None else math.exp(trajectory_confidence(lps, cfg))
-
-    return WeightedVote(name, weight, "pool has no token log-probabilities (Step.logprobs / final_logprobs)", cfg.keep_top)
+def token_confidence_vote(cfg: ConfidenceConfig | None = None, name: str = "weighted_token") -> DeepConfVote:
+    """DeepConf vote weighted by token confidence (see `baselines.confidence`)."""
+    return deepconf_vote(cfg, name)
 
 
 UNGROUNDED_WEIGHT = 1e-3

@@ -1,8 +1,11 @@
-"""Browsing-style graph of one question (DESIGN §Graph): query, subqueries, evidence, documents, answers.
+"""Browsing-style graph of one question, after TRACE's long-horizon graph (DESIGN §Graph).
 
-Nodes (schema `BROWSING`):
-- ``query``: the question (traj -1);
-- ``subquery``: one per search step that returned at least one result;
+Nodes (schema `BROWSING`, layout version `BROWSING_VERSION`):
+- ``query``: the question (traj -1); it is in no relation, the model reads its state for the score;
+- ``subquery``: one per search step that returned at least one result, plus at most one *orphan* per
+  trajectory: the opens and finds made before the trajectory's first search (a chain with no search
+  ancestor) hang off a subquery node with no text (x = zeros, ``orphan`` True; the model adds a
+  learned state);
 - ``evidence``: one per successful open or find, embedded from the observation text (never merged);
 - ``document``: one per page (canonical URL) that some evidence came from, shared by all
   trajectories (traj -1) so that evidence -of-> document -has-> evidence is the cross-trajectory
@@ -10,14 +13,17 @@ Nodes (schema `BROWSING`):
   gets its own copy (traj = that trajectory);
 - ``answer``: one per retained trajectory, as in the WebQA graph.
 
-Relations: starts / next as in WebQA; subquery -rank_r-> evidence from the latest earlier search of
-the trajectory that listed the page at rank r (pages the agent reached otherwise hang off the
-trajectory's latest subquery with the lowest-rank relation, rank_5), and the reverse; evidence
--of-> document and document -has-> evidence.
+Relations: subquery -next-> the trajectory's following subquery and -previous-> its preceding one
+(the orphan, when there is one, comes first); subquery -opens-> evidence for an open and -finds->
+evidence for a find, with the reverses opened_by / found_by; evidence -of-> document and
+document -has-> evidence. An evidence's subquery is its search ancestor: for an open, the latest
+earlier search of the trajectory that listed the page, else its latest search; for a find, the
+subquery of the open that brought up the page it searched, else the same rule; with no earlier
+search at all, the trajectory's orphan.
 
-Which steps count: a search counts when it returned results (structured or not); an open or find succeeds when it has an observation that is not a tool error
-("Page not found", "No lines matching", ...). A find reads the page opened last in its trajectory
-unless its record names a URL.
+Which steps count: a search counts when it returned results (structured or not); an open or find
+succeeds when it has an observation that is not a tool error ("Page not found", "No lines
+matching", ...). A find reads the page opened last in its trajectory unless its record names a URL.
 """
 
 from __future__ import annotations
@@ -33,8 +39,7 @@ from trace_selector.graph.plan import (
     check_kept,
     drop_reason,
 )
-from trace_selector.graph.schema import BROWSING, MAX_RANK
-from trace_selector.graph.webqa import rank_of
+from trace_selector.graph.schema import BROWSING
 from trace_selector.records import QuestionGroup, Step, Trajectory
 from trace_selector.search.urls import canonical_url
 
@@ -106,44 +111,47 @@ def plan_browsing(group: QuestionGroup, options: GraphOptions, report: DropRepor
     kept = keep(group, report if report is not None else DropReport())
     check_kept(group, kept)
     plan = GraphPlan(BROWSING, group.question_id, options.max_text_chars)
-    q = plan.add_node("query", group.question, -1)
+    plan.add_node("query", group.question, -1)
     documents: dict[object, int] = {}
     merged: dict[object, int] = {}
     for t, traj in enumerate(kept):
-        prev = None
-        listed: dict[str, tuple[int, int]] = {}  # page -> (subquery, rank) of the latest search listing it
+        chain: list[int] = []  # the trajectory's subqueries in time order (orphan first)
+        listed: dict[str, int] = {}  # page -> subquery of the latest search listing it
+        opened: dict[str, int] = {}  # page -> subquery its latest open hangs off
+        orphan: int | None = None
         current: str | None = None
         for step in traj.steps:
             if is_search(step):
-                s = prev = plan.add_subquery(step.content, t, q, prev)
-                for pos, doc in enumerate(step.documents):
+                s = plan.add_node("subquery", step.content, t)
+                _link_in_time(plan, chain, s)
+                for doc in step.documents:
                     if doc.url or doc.doc_id:
-                        listed[canonical_url(doc.url or doc.doc_id)] = (s, rank_of(doc, pos))
+                        listed[canonical_url(doc.url or doc.doc_id)] = s
                 continue
             if not is_evidence(step):
                 continue
             url = page_url(step, current)
+            parent = None
+            if step.action == "find" and url is not None:
+                parent = opened.get(url)
+            if parent is None and url is not None:
+                parent = listed.get(url)
+            if parent is None:
+                searches = [s for s in chain if s != orphan]
+                parent = searches[-1] if searches else None
+            if parent is None:  # an open/find chain with no search ancestor
+                if orphan is None:
+                    orphan = plan.add_node("subquery", None, t)
+                    chain.insert(0, orphan)  # before any search: nothing to link yet
+                parent = orphan
             if step.action == "open":
                 current = url
-            text = observation(step)
-            new = True
-            if options.merge_evidence:
-                slot = (url, _norm(text)) if options.cross_edges else (t, url, _norm(text))
-                e = merged.get(slot)
-                if e is None:
-                    e = merged[slot] = plan.add_node("evidence", text, t)
-                else:
-                    new = False  # its document link exists already: same URL, same document
-                    if plan.traj["evidence"][e] != t:
-                        plan.traj["evidence"][e] = -1
-            else:
-                e = plan.add_node("evidence", text, t)
-            src = listed.get(url) if url is not None else None
-            if src is None and prev is not None:
-                src = (prev, MAX_RANK)
-            if src is not None:
-                plan.add_edge(("subquery", f"rank_{src[1]}", "evidence"), src[0], e)
-                plan.add_edge(("evidence", f"rev_rank_{src[1]}", "subquery"), e, src[0])
+                if url is not None:
+                    opened[url] = parent
+            e, new = _evidence_node(plan, step, t, url, options, merged)
+            rel = ("opens", "opened_by") if step.action == "open" else ("finds", "found_by")
+            plan.add_edge(("subquery", rel[0], "evidence"), parent, e)
+            plan.add_edge(("evidence", rel[1], "subquery"), e, parent)
             if url is not None and new:
                 key = url if options.cross_edges else (t, url)
                 d = documents.get(key)
@@ -154,3 +162,26 @@ def plan_browsing(group: QuestionGroup, options: GraphOptions, report: DropRepor
     add_candidates(plan, group, kept, options.merge_answers)
     return plan
 
+
+def _link_in_time(plan: GraphPlan, chain: list[int], s: int) -> None:
+    """Append subquery `s` to a trajectory's chain with next / previous edges to its predecessor."""
+    if chain:
+        plan.add_edge(("subquery", "next", "subquery"), chain[-1], s)
+        plan.add_edge(("subquery", "previous", "subquery"), s, chain[-1])
+    chain.append(s)
+
+
+def _evidence_node(plan: GraphPlan, step: Step, t: int, url: str | None, options: GraphOptions,
+                   merged: dict[object, int]) -> tuple[int, bool]:
+    """The evidence node of a step, and whether it is new (merge_evidence reuses identical ones)."""
+    text = observation(step)
+    if not options.merge_evidence:
+        return plan.add_node("evidence", text, t), True
+    slot = (url, _norm(text)) if options.cross_edges else (t, url, _norm(text))
+    e = merged.get(slot)
+    if e is None:
+        e = merged[slot] = plan.add_node("evidence", text, t)
+        return e, True
+    if plan.traj["evidence"][e] != t:
+        plan.traj["evidence"][e] = -1
+    return e, False  # its document link exists already: same URL, same document

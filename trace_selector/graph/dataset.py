@@ -25,8 +25,9 @@ from trace_selector.graph.encoder import Encoder
 from trace_selector.graph.plan import DropReport, GraphOptions
 from trace_selector.records import Pool
 
-GRAPH_FORMAT = 2
-"""Bumped whenever the builders change what a graph contains (old cache files are then ignored)."""
+GRAPH_FORMAT = 3
+"""Bumped whenever the builders change what a graph contains (old cache files are then ignored); 3:
+TRACE long-horizon browsing graphs."""
 
 
 def pool_fingerprint(pool: Pool) -> str:

@@ -289,12 +289,17 @@ def materialize(plan: GraphPlan, rows: dict[str, int], table: torch.Tensor):
     data = HeteroData()
     for ntype in plan.schema.node_types:
         texts = plan.texts[ntype]
-        if texts and texts[0] is None:
+        missing = [t is None for t in texts]
+        if texts and all(missing):
             x = torch.zeros(len(texts), dim)
         else:
-            idx = np.fromiter((rows[t] for t in texts), dtype=np.int64, count=len(texts))
-            x = torch.from_numpy(array.take(idx, axis=0))
+            idx = np.fromiter((-1 if t is None else rows[t] for t in texts), dtype=np.int64, count=len(texts))
+            gathered = array.take(np.maximum(idx, 0), axis=0)
+            gathered[idx < 0] = 0.0  # text-less nodes (orphan subqueries): zeros, the model adds a learned state
+            x = torch.from_numpy(gathered)
         data[ntype].x = x
+        if ntype in plan.schema.orphan_types:
+            data[ntype].orphan = torch.tensor(missing, dtype=torch.bool)
         data[ntype].traj = torch.tensor(plan.traj[ntype], dtype=torch.long)
     for etype in plan.schema.edge_types:
         src, dst = plan.edges[etype]

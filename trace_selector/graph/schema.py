@@ -4,7 +4,10 @@ Every graph of a kind carries every node and edge type of its schema, empty if n
 batching keeps only the types present in the first graph of a batch.
 
 Per-graph tensors (``HeteroData``), for both kinds:
-  data[t].x           [N_t, D]  frozen text embedding of each node (document: zeros, learned state)
+  data[t].x           [N_t, D]  frozen text embedding of each node (document and orphan subquery:
+                                zeros, learned state)
+  data[t].orphan      [N_t]     bool, for `GraphSchema.orphan_types` only (browsing subquery): True for
+                                a node without text (an orphan subquery), which gets a learned state
   data[t].traj        [N_t]     long, index of the trajectory (0..K-1 over the K retained ones, in
                                 pool order) a node belongs to (-1 for query and shared document
                                 nodes); answer node k has traj k. Under the merge_answers ablation
@@ -51,6 +54,9 @@ class GraphSchema:
     """Node type of the scored candidates (one per retained trajectory)."""
     cross_types: tuple[EdgeType, ...] = ()
     """Relations that connect different trajectories (dropped by the no-cross-trajectory ablation)."""
+    orphan_types: tuple[NodeType, ...] = ()
+    """Node types some of whose nodes have no text (x = zeros) and get a learned state added; their
+    graphs carry ``data[t].orphan``."""
 
     @property
     def metadata(self) -> tuple[list[NodeType], list[EdgeType]]:
@@ -79,13 +85,21 @@ WEBQA = GraphSchema(
     cross_types=(("chunk", "same_across", "chunk"),),
 )
 
+BROWSING_VERSION = 2
+"""Layout of the browsing graph built by this version: 1 = rank edges from the listing search and
+query-starts (checkpoints saved before `ModelConfig.graph_version`), 2 = TRACE long-horizon (below)."""
+
 BROWSING = GraphSchema(
     kind="browsing",
     node_types=("query", "subquery", "evidence", "document", "answer"),
+    # TRACE long-horizon: the query node is in no relation (it only gives the question's state).
     edge_types=(
-        ("query", "starts", "subquery"),
         ("subquery", "next", "subquery"),
-        *_rank_edges("subquery", "evidence"),
+        ("subquery", "previous", "subquery"),
+        ("subquery", "opens", "evidence"),
+        ("evidence", "opened_by", "subquery"),
+        ("subquery", "finds", "evidence"),
+        ("evidence", "found_by", "subquery"),
         ("evidence", "of", "document"),
         ("document", "has", "evidence"),
     ),
@@ -94,6 +108,7 @@ BROWSING = GraphSchema(
     # evidence-document-evidence is the cross-trajectory path: a document node shared by two
     # trajectories; the ablation gives every trajectory its own copy of the document.
     cross_types=(("evidence", "of", "document"), ("document", "has", "evidence")),
+    orphan_types=("subquery",),
 )
 
 SCHEMAS: dict[str, GraphSchema] = {"webqa": WEBQA, "browsing": BROWSING}

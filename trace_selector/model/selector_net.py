@@ -23,7 +23,7 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import Tensor, nn
 
 from trace_selector.errors import InputError
-from trace_selector.graph.schema import SCHEMAS, VOTE_FEATURES, GraphSchema
+from trace_selector.graph.schema import BROWSING_VERSION, SCHEMAS, VOTE_FEATURES, GraphSchema
 from trace_selector.model.layers import RelationalMeanConv, TypeEncoder, scatter_mean
 from trace_selector.model.qformer import AnswerQFormer
 from trace_selector.types import EdgeType, NodeType
@@ -78,6 +78,10 @@ class ModelConfig:
     """Add a linear score term of the vote features to the cosine score, so "trust the (grounded)
     vote" is one weight away instead of having to pass through the GNN and the QFormer; it starts at
     zero. False: cosine score only (ablation, and checkpoints saved before this field)."""
+    graph_version: int = BROWSING_VERSION
+    """Browsing graph layout the selector was trained on (graph/schema.py `BROWSING_VERSION`);
+    checkpoints saved before this field read 1, and a browsing selector of another layout is refused
+    (its relations no longer exist). WebQA selectors ignore it."""
 
     def __post_init__(self) -> None:
         if self.kind not in SCHEMAS:
@@ -96,6 +100,12 @@ class ModelConfig:
 
         if self.encoder_runtime not in ENCODER_RUNTIMES:
             raise ValueError(f"encoder_runtime must be one of {', '.join(ENCODER_RUNTIMES)}, got {self.encoder_runtime!r}")
+        if self.kind == "browsing" and self.graph_version != BROWSING_VERSION:
+            raise ValueError(
+                f"browsing selector trained on graph layout {self.graph_version}, but this version builds layout "
+                f"{BROWSING_VERSION} (TRACE long-horizon: opens/finds, next/previous, orphan subqueries); retrain it "
+                "with trace-selector train --config training/<setting>-browsing.yaml"
+            )
         if not 0.0 < self.init_scale <= self.max_scale:
             raise ValueError(f"need 0 < init_scale <= max_scale, got {self.init_scale}, {self.max_scale}")
 
@@ -112,7 +122,7 @@ class ModelConfig:
                 "(saved by a newer trace-selector? upgrade the package)"
             )
         # Checkpoints older than these fields were trained without what they switch on.
-        data = {"grounding": False, "vote_prior": False, **data}
+        data = {"grounding": False, "vote_prior": False, "graph_version": 1, **data}
         try:
             return cls(**data)
         except (TypeError, ValueError) as err:
@@ -159,6 +169,8 @@ class SelectorNet(
         h = config.hidden
         learned = tuple(t for t in ("document",) if t in self.schema.node_types)
         self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
+        # Orphan subqueries (browsing) have no text: x = 0, so the encoder gives its bias; this state is added.
+        self.orphan = nn.ParameterDict({t: nn.Parameter(torch.empty(h)) for t in self.schema.orphan_types})
         self.vote = nn.Linear(VOTE_FEATURES if config.grounding else 2, h)
         self.prior = nn.Linear(self.vote.in_features, 1) if config.vote_prior else None
         self.convs = nn.ModuleList(
@@ -173,6 +185,8 @@ class SelectorNet(
 
     def reset_parameters(self) -> None:
         self.encoder.reset_parameters()
+        for p in self.orphan.values():
+            nn.init.normal_(p, std=0.02)
         nn.init.zeros_(self.vote.weight)
         nn.init.zeros_(self.vote.bias)
         if self.prior is not None:
@@ -204,7 +218,8 @@ class SelectorNet(
             if et in data.edge_types:
                 edge_index_dict[et] = data[et].edge_index
         num_graphs = int(getattr(data, "num_graphs", 1) or 1)
-        return self.score(x_dict, edge_index_dict, traj_dict, batch_dict, data["answer"].vote, num_graphs)
+        orphan_dict = {t: data[t].orphan for t in self.schema.orphan_types if "orphan" in data[t]}
+        return self.score(x_dict, edge_index_dict, traj_dict, batch_dict, data["answer"].vote, num_graphs, orphan_dict)
 
     def score(
         self,
@@ -214,15 +229,20 @@ class SelectorNet(
         batch_dict: dict[NodeType, Tensor],
         vote: Tensor,
         num_graphs: int,
+        orphan_dict: dict[NodeType, Tensor] | None = None,
     ) -> Tensor:
         """Tensor-level forward.
 
         Shapes:
             x_dict[t] [N_t, D], edge_index_dict[r] [2, E_r], traj_dict[t] / batch_dict[t] [N_t] (long),
-            vote [A, 4] (graph/schema.py; only the first 2 columns without grounding) -> [A].
+            vote [A, 4] (graph/schema.py; only the first 2 columns without grounding), orphan_dict[t] [N_t]
+            (bool, schema.orphan_types) -> [A].
         """
         cand_type = self.schema.candidate_type
         h = self.encoder(x_dict)
+        for t, mask in (orphan_dict or {}).items():
+            if t in self.orphan and t in h:
+                h[t] = h[t] + mask.to(h[t].dtype).unsqueeze(-1) * self.orphan[t]
         vote = vote[:, : self.vote.in_features]
         answer0 = h[cand_type] + self.vote(vote)
         h[cand_type] = answer0
