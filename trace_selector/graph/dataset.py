@@ -25,7 +25,7 @@ from trace_selector.graph.encoder import Encoder
 from trace_selector.graph.plan import DropReport, GraphOptions
 from trace_selector.records import Pool
 
-GRAPH_FORMAT = 2
+GRAPH_FORMAT = 3
 """Bumped whenever the builders change what a graph contains (old cache files are then ignored)."""
 
 
