@@ -42,8 +42,9 @@ ABLATIONS: dict[str, list[str]] = {
     "no_gnn": ["model.layers=0"],
     "no_cross": ["model.cross_trajectory=false"],
     "fixed_query": ["model.readout=fixed"],
-    "merge_evidence": ["model.merge_evidence=true"],
-    "merge_answers": ["model.merge_answers=true"],
+    # Merged nodes span several trajectories, so these two train on full pools (no subsets).
+    "merge_evidence": ["model.merge_evidence=true", "data.subsets=false"],
+    "merge_answers": ["model.merge_answers=true", "data.subsets=false"],
     "no_grounding": ["model.grounding=false"],
     "no_prior": ["model.vote_prior=false"],
 }
@@ -352,6 +353,16 @@ def selected_correct(scores: Tensor, labels: Tensor, group: Tensor, num_groups: 
     return out
 
 
+def validation_objective(acc: float, loss: float, questions: int) -> float:
+    """Accuracy first, then lower loss, as one number to maximise (``val/objective``).
+
+    The loss term, loss / (1 + loss) / (2 * questions), is below half of one question's 1/questions
+    of accuracy, so it decides only between equal accuracies.
+    """
+    loss = max(loss, 0.0)
+    return acc - loss / (1.0 + loss) / (2.0 * max(questions, 1))
+
+
 class SelectorModule(L.LightningModule):
     """Lightning wrapper: loss, metrics and optimizer around a `SelectorNet`.
 
@@ -401,10 +412,8 @@ class SelectorModule(L.LightningModule):
             sums = self.all_gather(sums).sum(0)
         right, loss_sum, n = sums.tolist()
         acc, loss = right / n, loss_sum / n
-        # Accuracy first, then lower loss: the loss term is below half of one question's 1/n, so it
-        # decides only between equal accuracies (loss >= 0, and x / (1 + x) < 1).
-        objective = acc - max(loss, 0.0) / (1.0 + max(loss, 0.0)) / (2.0 * n)
         self.log("val/acc", acc, prog_bar=True)
+        objective = validation_objective(acc, loss, int(n))
         self.log_dict({"val/loss": loss, "val/objective": objective, "val/questions": n})
 
     def configure_optimizers(self):
