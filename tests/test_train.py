@@ -206,7 +206,8 @@ def test_browsing_selector_trains_selects_and_refuses_webqa_pools(tmp_path, caps
 
 
 def test_subset_training_draws_fresh_subsets_every_read(tmp_path):
-    from trace_selector.train import PoolDataModule, SubsetGraphs
+    from trace_selector.graph.subset import SubsetGraphs
+    from trace_selector.train import PoolDataModule
 
     graphs = [toy_graph(s, k=6) for s in range(4)]
     dm = PoolDataModule(tiny_config(tmp_path, "data.subsets=true", "data.subset_min=2", "data.subset_max=4"),

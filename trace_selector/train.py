@@ -302,6 +302,8 @@ class PoolDataModule(L.LightningDataModule):
     def train_dataloader(self):
         from torch_geometric.loader import DataLoader
 
+        from trace_selector.graph.subset import SubsetGraphs
+
         d = self.config.data
         data = SubsetGraphs(self.train_graphs, d.subset_min, d.subset_max) if d.subsets else self.train_graphs
         return DataLoader(data, batch_size=d.batch_size, shuffle=True, num_workers=d.num_workers)
@@ -311,27 +313,6 @@ class PoolDataModule(L.LightningDataModule):
 
         return DataLoader(self.val_graphs, batch_size=self.config.data.batch_size,
                           num_workers=self.config.data.num_workers)
-
-
-class SubsetGraphs(torch.utils.data.Dataset):
-    """Training graphs, each drawn as a random trajectory subset every time it is read (graph/subset.py).
-
-    Draws use torch's global generator, which Lightning seeds (per worker too), so a run is
-    reproducible from its seed.
-    """
-
-    def __init__(self, graphs: list, k_min: int, k_max: int | None):
-        self.graphs, self.k_min, self.k_max = graphs, k_min, k_max
-
-    def __len__(self) -> int:
-        return len(self.graphs)
-
-    def __getitem__(self, i: int):
-        from trace_selector.graph.subset import draw_subset, subset_graph
-
-        g = self.graphs[i]
-        keep = draw_subset(g["answer"].y, self.k_min, self.k_max)
-        return g if keep is None else subset_graph(g, keep)
 
 
 # --- module ----------------------------------------------------------------------------------------

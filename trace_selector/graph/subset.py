@@ -8,6 +8,7 @@ built graph instead of rebuilding it from the pool costs no text encoding.
 
     keep = draw_subset(graph["answer"].y, k_min=2, k_max=8)    # sorted trajectory indices, or None
     small = subset_graph(graph, keep)                         # HeteroData, same schema
+    loader = DataLoader(SubsetGraphs(graphs, 2, None), ...)   # a fresh subset at every read (training)
 
 `subset_graph` agrees with building the graph from the restricted pool (tests/test_graph_subset.py):
 nodes and edges of the dropped trajectories go, shared nodes (query; browsing documents still
@@ -144,3 +145,22 @@ def draw_subset(labels: Tensor, k_min: int, k_max: int | None = None, mixed: boo
                          q[torch.randint(q.numel(), (1,), generator=generator)][0]])
     rest = torch.tensor([i for i in torch.randperm(n, generator=generator).tolist() if i not in first.tolist()])
     return torch.cat([first, rest[: k - 2]]).sort().values
+
+
+class SubsetGraphs(torch.utils.data.Dataset):
+    """Training graphs, each drawn as a random trajectory subset (`draw_subset`, mixed) every time it is read.
+
+    Draws use torch's global generator, which Lightning seeds (per worker too), so a run is
+    reproducible from its seed.
+    """
+
+    def __init__(self, graphs: list, k_min: int, k_max: int | None):
+        self.graphs, self.k_min, self.k_max = graphs, k_min, k_max
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def __getitem__(self, i: int):
+        g = self.graphs[i]
+        keep = draw_subset(g["answer"].y, self.k_min, self.k_max)
+        return g if keep is None else subset_graph(g, keep)
