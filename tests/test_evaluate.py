@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from trace_selector.cli import main
-from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, load_eval_config, oracle_at, restrict, subset_sizes
+from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, format_table, load_eval_config, oracle_at, restrict, subset_sizes
 from trace_selector.records import Pool, QuestionGroup, Trajectory
 from trace_selector.rollout.generation import GenResult
 
@@ -158,6 +158,7 @@ class FakeSelector:
     """Scores a trajectory by its (negated) tool-call count, i.e. behaves like fewest_tools."""
 
     calls: list = []
+    method = "trace"
 
     @classmethod
     def from_pretrained(cls, path, cache_dir=None):
@@ -263,7 +264,7 @@ def test_several_checkpoints_are_rows_named_after_them(tmp_path, capsys):
         torch.set_num_threads(n)
     assert rc == 0
     table = capsys.readouterr().out
-    assert "| trace |" in table and "| trace_grounded |" in table
+    assert "| trace |" in table and "| trace_grounded |" in table and "checkpoint is a" not in table
     res = json.loads(out.read_text())
     assert list(res["methods"]) == ["majority", "trace", "trace_grounded"]
     assert all("em" in res["methods"][m] and "load_seconds" in res["methods"][m] for m in ("trace", "trace_grounded"))
@@ -273,6 +274,11 @@ def test_several_checkpoints_are_rows_named_after_them(tmp_path, capsys):
     assert set(row["methods"]) == {"majority", "trace", "trace_grounded"}
     for ckpt in (paper, ours):  # both cards carry the comparison
         assert "| trace_grounded |" in (ckpt / "README.md").read_text()
+    assert res["methods"]["trace_grounded"]["selector_method"] == "trace_grounded"
+    assert res["methods"]["trace"]["checkpoint"] == str(paper)
+    # A row named unlike its checkpoint says what the checkpoint is.
+    mislabelled = {**res, "methods": {"trace": {**res["methods"]["trace"], "selector_method": "trace_grounded"}}}
+    assert "checkpoint is a trace_grounded selector" in format_table(mislabelled)
     # The saved config reproduces the run's rows.
     again = load_eval_config(out.with_name("r.config.yaml"), {})
     assert again.methods == ["majority", "trace", "trace_grounded"] and again.selectors() == {"trace": str(paper), "trace_grounded": str(ours)}

@@ -385,6 +385,9 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
     for name, method in methods.items():
         if isinstance(method, TraceMethod) and name in runs:
             results["methods"][name]["load_seconds"] = round(method.load_seconds, 3)
+            # What the checkpoint is (trace = the paper's configuration), whatever the row is called.
+            results["methods"][name]["checkpoint"] = method.checkpoint
+            results["methods"][name]["selector_method"] = method.selector.method
     if engine is not None and hasattr(engine, "info"):
         results["engine"] = engine.info()
 
@@ -461,6 +464,8 @@ def format_table(results: dict[str, Any]) -> str:
             notes.append(f"{r['fallbacks']} fallbacks")
         if "compression_ratio" in r:
             notes.append(f"compression {r['compression_ratio']:.3f}")
+        if r.get("selector_method", name) != name:
+            notes.append(f"checkpoint is a {r['selector_method']} selector")
         qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
         lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} | {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
     return "\n".join(lines)
