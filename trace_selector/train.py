@@ -31,8 +31,8 @@ from torch import Tensor
 
 from trace_selector.answers import normalize_answer
 from trace_selector.config import dump_config, from_dict, load_config, to_dict
-from trace_selector.hub import TRAINING_CONFIG
 from trace_selector.errors import InputError
+from trace_selector.hub import TRAINING_CONFIG
 from trace_selector.model import LossConfig, ModelConfig, SelectorNet, selection_loss
 from trace_selector.records import Pool, QuestionGroup
 from trace_selector.synthetic import SyntheticConfig
@@ -385,13 +385,14 @@ class SelectorModule(L.LightningModule):
         self._val.append(torch.stack([right, terms.total.detach() * n, scores.new_tensor(float(n))]))
 
     def on_validation_epoch_end(self) -> None:
-        if not self._val:
-            return
-        sums = torch.stack(self._val).sum(0)
+        # Every rank must join the gather, even one that got no validation batch.
+        sums = torch.stack(self._val).sum(0) if self._val else torch.zeros(3, device=self.device)
         self._val.clear()
         if self.trainer.world_size > 1:
             sums = self.all_gather(sums).sum(0)
         right, loss_sum, n = sums.tolist()
+        if n == 0:
+            return
         acc, loss = right / n, loss_sum / n
         self.log("val/acc", acc, prog_bar=True)
         objective = validation_objective(acc, loss, int(n))
