@@ -273,3 +273,11 @@ def test_paper_and_grounded_recipes():
         assert cfg.data.subsets and cfg.optim.tie_break and cfg.optim.early_stopping > 0
         assert cfg.data.min_val_questions >= 150
     assert paper.name != ours.name
+
+
+def test_old_resolved_configs_keep_their_behaviour():
+    # Saved before the subset / validation-size / tie-break / early-stopping fields existed.
+    old = load_config(TrainConfig, ROOT / "checkpoints" / "wikileads" / "training_config.yaml")
+    assert not old.data.subsets and old.data.min_val_questions == 0
+    assert old.optim.monitor == "val/acc" and old.optim.early_stopping == 0
+    assert old.model.method == "trace_grounded"  # what the shipped selector is, whatever its folder is called
