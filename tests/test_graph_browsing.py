@@ -11,6 +11,7 @@ from trace_selector.errors import InputError
 from trace_selector.graph import GraphOptions, build_graph, build_graphs
 from trace_selector.graph.browsing import is_evidence, is_search, page_url
 from trace_selector.graph.encoder import HashEncoder
+from trace_selector.graph.plan import MENTIONS
 from trace_selector.graph.schema import BROWSING
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
 
@@ -145,7 +146,7 @@ def test_all_types_present_without_evidence():
                                                   correct=True, style="browsing")])
     data = build_graph(g, HashEncoder(4))
     assert set(data.node_types) == set(BROWSING.node_types)
-    assert set(data.edge_types) == set(BROWSING.edge_types)
+    assert set(data.edge_types) == set(BROWSING.edge_types) | {MENTIONS}  # + bookkeeping, graph/plan.py
     assert data["evidence"].x.shape == (0, 4) and data["document"].x.shape == (0, 4)
     assert data["evidence", "of", "document"].edge_index.shape == (2, 0)
     assert data["answer"].y.tolist() == [1.0]
@@ -158,7 +159,7 @@ def test_batching_keeps_all_types():
                                                   style="browsing")])
     graphs, _ = build_graphs([g, group()], HashEncoder(4))
     batch = next(iter(DataLoader(graphs, batch_size=2)))
-    assert set(batch.edge_types) == set(BROWSING.edge_types)
+    assert set(batch.edge_types) == set(BROWSING.edge_types) | {MENTIONS}  # + bookkeeping, graph/plan.py
     assert batch["document"].x.shape == (2, 4)
     assert batch["evidence", "of", "document"].edge_index.tolist() == [[0, 1, 2, 3], [0, 0, 0, 1]]
 

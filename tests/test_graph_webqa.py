@@ -10,6 +10,7 @@ import torch
 from trace_selector.errors import InputError
 from trace_selector.graph import GraphOptions, build_graph, build_graphs, plan_graph
 from trace_selector.graph.encoder import HashEncoder
+from trace_selector.graph.plan import MENTIONS
 from trace_selector.graph.schema import WEBQA
 from trace_selector.records import Document, Pool, QuestionGroup, Step, Trajectory
 
@@ -158,7 +159,7 @@ def test_all_types_present_in_tiny_graph():
     g = QuestionGroup("q", "q?", ["yes"], [Trajectory("q", "q?", 0, "yes", [Step("search", "s", documents=docs(A))])])
     data = build_graph(g, HashEncoder(4))
     assert set(data.node_types) == set(WEBQA.node_types)
-    assert set(data.edge_types) == set(WEBQA.edge_types)
+    assert set(data.edge_types) == set(WEBQA.edge_types) | {MENTIONS}  # + bookkeeping, graph/plan.py
     for et in WEBQA.edge_types:
         ei = data[et].edge_index
         assert ei.dtype == torch.long and ei.shape[0] == 2
@@ -188,7 +189,7 @@ def test_batching_keeps_all_types():
     tiny = QuestionGroup("t", "t?", ["yes"], [Trajectory("t", "t?", 0, "yes", [Step("search", "s", documents=docs(A))])])
     graphs, _ = build_graphs([tiny, group()], HashEncoder(4))
     batch = next(iter(DataLoader(graphs, batch_size=2)))
-    assert set(batch.edge_types) == set(WEBQA.edge_types)
+    assert set(batch.edge_types) == set(WEBQA.edge_types) | {MENTIONS}  # + bookkeeping, graph/plan.py
     assert batch["chunk"].x.shape == (9, 4)
     assert batch["chunk", "same_across", "chunk"].edge_index.shape == (2, 6)
     # edge indices of the second graph are offset by the first graph's node counts

@@ -118,7 +118,7 @@ def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
     assert main(args) == 0
     text = (ckpt / "README.md").read_text()
     assert "| majority | 66.7 |" in text and "| trace |" in text and text.count(EVAL_START) == 1
-    assert "# TRACE selector: toy" in text  # the rest of the card is kept
+    assert "# `trace` selector: toy" in text  # the rest of the card is kept
     assert main(["evaluate", "--pool", str(pool), "--methods", "majority", "--out", str(tmp_path / "r2.json"),
                  "--update-card"]) == 1
     assert "--update-card needs --checkpoint" in capsys.readouterr().err

@@ -93,7 +93,9 @@ def test_vote_projection_starts_at_zero():
 
 
 def test_grounding_columns_are_read_only_when_enabled():
-    assert ModelConfig().grounding and not ModelConfig.from_json({"kind": "webqa"}).grounding  # pre-grounding checkpoints
+    # The default is the paper's configuration; pre-grounding checkpoints load as that too.
+    assert not ModelConfig().grounding and not ModelConfig.from_json({"kind": "webqa"}).grounding
+    assert ModelConfig().method == "trace" and ModelConfig(grounding=True, vote_prior=True).method == "trace_grounded"
     g = toy_graph(0, k=3)
     g2 = g.clone()
     g2["answer"].vote[:, 2:] = 1.0 - g2["answer"].vote[:, 2:]
@@ -264,7 +266,7 @@ def test_bundled_pools_both_kinds_batch_and_train(kind):
 
 def test_vote_prior_adds_a_linear_vote_term():
     g = toy_graph(0, k=3)
-    with_prior, without = net(), net(vote_prior=False)
+    with_prior, without = net(grounding=True, vote_prior=True), net(grounding=True, vote_prior=False)
     assert ModelConfig.from_json({}).vote_prior is False and without.prior is None
     without.load_state_dict({k: v for k, v in with_prior.state_dict().items() if not k.startswith("prior.")})
     assert torch.allclose(with_prior(g), without(g))  # the prior starts at zero

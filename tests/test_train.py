@@ -136,7 +136,8 @@ def test_config_validation(tmp_path):
 
 
 def test_shipped_training_configs_resolve():
-    for name, setting, kind in [("wikileads", "wikileads", "webqa"), ("wikileads-browsing", "wikileads", "browsing"),
+    for name, setting, kind in [("wikileads", "wikileads", "webqa"), ("wikileads-grounded", "wikileads", "webqa"),
+                                ("wikileads-browsing", "wikileads", "browsing"),
                                 ("synthetic", "synthetic", "webqa")]:
         cfg = load_config(TrainConfig, ROOT / "training" / f"{name}.yaml", ["data.train_pool=x.jsonl"])
         assert (cfg.setting, cfg.model.kind) == (setting, kind)
@@ -202,3 +203,81 @@ def test_browsing_selector_trains_selects_and_refuses_webqa_pools(tmp_path, caps
     assert rc != 0 and "webqa-style but browsing graphs were asked for" in err
     assert f"{tmp_path / 'webqa.jsonl'}: question " in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "sel.jsonl").exists()
+
+
+def test_subset_training_draws_fresh_subsets_every_read(tmp_path):
+    from trace_selector.graph.subset import SubsetGraphs
+    from trace_selector.train import PoolDataModule
+
+    graphs = [toy_graph(s, k=6) for s in range(4)]
+    dm = PoolDataModule(tiny_config(tmp_path, "data.subsets=true", "data.subset_min=2", "data.subset_max=4"),
+                        graphs=(graphs, graphs[:1]))
+    loader = dm.train_dataloader()
+    assert isinstance(loader.dataset, SubsetGraphs)
+    torch.manual_seed(0)
+    sizes = [len(loader.dataset[0].answers) for _ in range(60)]
+    assert set(sizes) == {2, 3, 4}
+    for _ in range(20):
+        g = loader.dataset[1]
+        assert is_mixed(g) and g["answer"].vote.shape == (g["answer"].num_nodes, 4)
+    # Off (the default, and every run before the field): the graphs themselves.
+    plain = PoolDataModule(tiny_config(tmp_path), graphs=(graphs, graphs[:1])).train_dataloader()
+    assert plain.dataset is not None and not isinstance(plain.dataset, SubsetGraphs)
+
+
+def test_subset_run_with_tie_break_and_early_stopping(tmp_path):
+    cfg = tiny_config(tmp_path, "data.subsets=true", "optim.tie_break=true", "optim.early_stopping=1", "optim.epochs=6",
+                      "optim.lr=1e-9")  # a frozen model: validation never improves, so patience 1 stops at epoch 2
+    result = train(cfg)
+    rows = (next((tmp_path / "tiny").glob("logs/*/metrics.csv"))).read_text().splitlines()
+    header = rows[0].split(",")
+    per_epoch = int(rows[1].split(",")[header.index("step")]) + 1  # first validation row: end of epoch 0
+    assert result.global_step == 2 * per_epoch  # stopped after 2 of 6 epochs
+    acc = float(next(r.split(",")[header.index("val/acc")] for r in rows[1:] if r.split(",")[header.index("val/acc")]))
+    assert result.best_val_acc == pytest.approx(acc)  # the accuracy, not the objective
+    saved = yaml.safe_load((result.selector_dir / "training_config.yaml").read_text())
+    assert saved["data"]["subsets"] is True and saved["optim"]["tie_break"] is True
+
+
+def test_tie_break_objective_orders_by_accuracy_then_loss():
+    from trace_selector.train import validation_objective as objective
+
+    n = 150
+    assert objective(30 / n, 0.9, n) > objective(30 / n, 1.1, n)     # same accuracy: lower loss wins
+    assert objective(31 / n, 1e6, n) > objective(30 / n, 0.0, n)     # one more right answer beats any loss
+    assert objective(30 / n, 0.0, n) == 30 / n
+
+
+def test_validation_size_floor(tmp_path):
+    graphs = [toy_graph(s, k=3) for s in range(3)]
+    from trace_selector.train import PoolDataModule
+
+    with pytest.raises(InputError, match="2 validation questions, fewer than data.min_val_questions=150"):
+        PoolDataModule(tiny_config(tmp_path, "data.min_val_questions=150"), graphs=(graphs, graphs[:2]))
+
+
+def test_new_training_fields_validate(tmp_path):
+    with pytest.raises(InputError, match="subset_min <= data.subset_max"):
+        tiny_config(tmp_path, "data.subset_min=4", "data.subset_max=3")
+    with pytest.raises(InputError, match="early_stopping must be >= 0"):
+        tiny_config(tmp_path, "optim.early_stopping=-1")
+    with pytest.raises(InputError, match="per-trajectory graphs"):
+        tiny_config(tmp_path, "data.subsets=true", "model.merge_answers=true")
+
+
+def test_paper_and_grounded_recipes():
+    paper = load_config(TrainConfig, ROOT / "training" / "wikileads.yaml")
+    ours = load_config(TrainConfig, ROOT / "training" / "wikileads-grounded.yaml")
+    assert paper.model.method == "trace" and ours.model.method == "trace_grounded"
+    for cfg in (paper, ours):
+        assert cfg.data.subsets and cfg.optim.tie_break and cfg.optim.early_stopping > 0
+        assert cfg.data.min_val_questions >= 150
+    assert paper.name != ours.name
+
+
+def test_old_resolved_configs_keep_their_behaviour():
+    # Saved before the subset / validation-size / tie-break / early-stopping fields existed.
+    old = load_config(TrainConfig, ROOT / "checkpoints" / "wikileads" / "training_config.yaml")
+    assert not old.data.subsets and old.data.min_val_questions == 0
+    assert old.optim.monitor == "val/acc" and old.optim.early_stopping == 0
+    assert old.model.method == "trace_grounded"  # what the shipped selector is, whatever its folder is called

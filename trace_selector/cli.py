@@ -95,7 +95,10 @@ def _search(p: argparse.ArgumentParser) -> Handler:
 def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--pool", default=None, help="rollout pool to evaluate on")
     p.add_argument("--methods", default=None, help="comma-separated methods (see trace_selector.baselines.registry)")
-    p.add_argument("--checkpoint", default=None, help="selector checkpoint folder or Hub id (method 'trace')")
+    p.add_argument("--checkpoint", action="append", default=None, metavar="[NAME=]PATH",
+                   help="selector checkpoint folder or Hub id, one row per checkpoint named NAME (default 'trace'); "
+                        "repeat to compare, e.g. --checkpoint trace=checkpoints/wikileads "
+                        "--checkpoint trace_grounded=checkpoints/wikileads-grounded")
     p.add_argument("--k", type=int, default=None, help="use the first K trajectories per question (default: all)")
     p.add_argument("--engine", default=None, help="engine spec for LLM methods: vllm, vllm:<model>, http://host:port")
     p.add_argument("--out", default=None, help="results.json path (default results.json)")
@@ -115,7 +118,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
                  "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
         cfg = load_eval_config(a.config, flags, a.set)
-        if a.update_card and not (cfg.checkpoint and Path(cfg.checkpoint, "README.md").is_file()):
+        cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]
+        if a.update_card and not cards:
             raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
         results = evaluate(cfg)
         table = format_table(results)
@@ -124,7 +128,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
             from trace_selector.hub import update_card
 
             command = "trace-selector evaluate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["evaluate"] else None
-            print(f"model card updated: {update_card(cfg.checkpoint, table, command)}")
+            for path in cards:  # every compared selector's card gets the same table
+                print(f"model card updated: {update_card(path, table, command)}")
         return 0
 
     return run

@@ -4,6 +4,11 @@ JSONL.
 
     trace-selector evaluate --pool pool.jsonl.gz --methods single,majority,weighted_token,solagg \\
         --checkpoint checkpoints/wikileads --out runs/eval/results.json --plot runs/eval/budget.png
+    trace-selector evaluate --pool pool.jsonl.gz --checkpoint trace=checkpoints/wikileads \\
+        --checkpoint trace_grounded=checkpoints/wikileads-grounded      # one row per selector
+
+Selectors: each ``--checkpoint NAME=PATH`` is a row named NAME (a bare PATH is named ``trace``); the
+method ``trace`` in the method list stands for every checkpoint, in the order given.
 
 Scoring: every method is scored on the same questions with the same `answers.normalize_answer`. EM
 and F1 are percentages over *all* questions of the pool; a question with no trajectory, or a method
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +43,7 @@ from trace_selector.baselines.confidence import ConfidenceConfig
 from trace_selector.baselines.heuristics import is_correct
 from trace_selector.baselines.llm import LLMConfig
 from trace_selector.baselines.pick import Method, Pick
-from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS
+from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS, MODEL_METHODS
 from trace_selector.config import dump_config, load_config, to_dict
 from trace_selector.errors import InputError
 from trace_selector.records import Pool, QuestionGroup
@@ -57,8 +63,9 @@ class EvalConfig:
     """Methods to run, in table order (see `baselines.registry.ALL_METHODS`)."""
     out: str = "results.json"
     """results.json path (the resolved config goes beside it as ``<stem>.config.yaml``)."""
-    checkpoint: str | None = None
-    """Selector checkpoint folder or Hub id for the ``trace`` method."""
+    checkpoint: str | list[str] | None = None
+    """Selector checkpoints, each ``NAME=PATH`` (a row named NAME) or a bare PATH (named ``trace``);
+    PATH is a folder or Hub id. ``trace`` in `methods` expands to all of them, in this order."""
     k: int | None = None
     """Trajectories per question to use (first k by sample_id); None = all."""
     engine: str = "vllm"
@@ -92,7 +99,13 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.methods, str):
             self.methods = [m.strip() for m in self.methods.split(",") if m.strip()]
-        unknown = [m for m in self.methods if m not in ALL_METHODS]
+        selectors = self.selectors()
+        if selectors and "trace" in self.methods:
+            # "trace" stands for every checkpoint not listed by name (a bare PATH is named trace).
+            at = self.methods.index("trace")
+            rest = [n for n in selectors if n not in self.methods or n == "trace"]
+            self.methods = self.methods[:at] + rest + [m for m in self.methods[at + 1:] if m not in rest]
+        unknown = [m for m in self.methods if m not in ALL_METHODS and m not in selectors]
         if unknown:
             raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(ALL_METHODS)}")
         if not self.methods:
@@ -112,6 +125,24 @@ class EvalConfig:
                 raise ValueError(f"encoder_runtime must be one of {', '.join(ENCODER_RUNTIMES)}, got {self.encoder_runtime!r}")
         if self.budget_subsets < 1:
             raise ValueError(f"budget_subsets must be >= 1, got {self.budget_subsets}")
+
+
+    def selectors(self) -> dict[str, str]:
+        """Checkpoints by row name, in the order given (see `checkpoint`)."""
+        items = [self.checkpoint] if isinstance(self.checkpoint, str) else list(self.checkpoint or [])
+        out: dict[str, str] = {}
+        for item in items:
+            name, sep, path = str(item).partition("=")
+            if not sep:
+                name, path = "trace", str(item)
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+.-]*", name) or not path:
+                raise ValueError(f"checkpoint {item!r}: expected NAME=PATH (NAME: letters, digits, _ + . -) or PATH")
+            if name in out:
+                raise ValueError(f"checkpoint name {name!r} is given twice")
+            if name in ALL_METHODS and name not in MODEL_METHODS:
+                raise ValueError(f"checkpoint name {name!r} is a baseline method's name; pick another")
+            out[name] = path
+        return out
 
 
 def load_eval_config(path: str | Path | None, flags: dict[str, Any], overrides: Sequence[str] = ()) -> EvalConfig:
@@ -148,12 +179,12 @@ def score_pick(group: QuestionGroup, pick: Pick) -> tuple[float, float]:
 
 
 class TraceMethod:
-    """The TRACE selector as a method: `Selector.from_pretrained(checkpoint).select(pool)`."""
+    """A trained selector as a method: `Selector.from_pretrained(checkpoint).select(pool)`; `name` is
+    its row (``trace``, ``trace_grounded``, ...)."""
 
-    name = "trace"
-
-    def __init__(self, checkpoint: str | None, pool: Pool, encoder_runtime: str | None = None,
+    def __init__(self, checkpoint: str | None, pool: Pool, name: str = "trace", encoder_runtime: str | None = None,
                  encoder_threads: int | None = None):
+        self.name = name
         self.checkpoint = checkpoint
         self.meta = pool.meta
         self.selector: Any = None
@@ -222,11 +253,13 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
         else:
             chat = Chat(engine, cfg.llm)
             methods.update({m: build_llm(m, chat) for m in wanted_llm})
+    selectors = cfg.selectors()
     for m in cfg.methods:
         if m in FAST_METHODS:
             methods[m] = build_fast(m, cfg.confidence)
-        elif m == "trace":
-            methods[m] = TraceMethod(cfg.checkpoint, pool, cfg.encoder_runtime, cfg.encoder_threads)
+        elif m in selectors or m == "trace":
+            methods[m] = TraceMethod(selectors.get(m), pool, name=m, encoder_runtime=cfg.encoder_runtime,
+                                     encoder_threads=cfg.encoder_threads)
     return methods, skipped, engine
 
 
@@ -369,8 +402,12 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
         describe = getattr(methods.get(name), "describe", None)
         if callable(describe) and name in runs:  # settings a reader needs next to the number (window, caps)
             results["methods"][name]["settings"] = describe()
-    if isinstance(methods.get("trace"), TraceMethod) and "trace" in runs:
-        results["methods"]["trace"]["load_seconds"] = round(methods["trace"].load_seconds, 3)  # type: ignore[attr-defined]
+    for name, method in methods.items():
+        if isinstance(method, TraceMethod) and name in runs:
+            results["methods"][name]["load_seconds"] = round(method.load_seconds, 3)
+            # What the checkpoint is (trace = the paper's configuration), whatever the row is called.
+            results["methods"][name]["checkpoint"] = method.checkpoint
+            results["methods"][name]["selector_method"] = method.selector.method
     if engine is not None and hasattr(engine, "info"):
         results["engine"] = engine.info()
 
@@ -453,6 +490,8 @@ def format_table(results: dict[str, Any]) -> str:
             notes.append(f"sampled-token log-probs, no token_conf on {r['signal']['sampled_logprob']} questions")
         if "compression_ratio" in r:
             notes.append(f"compression {r['compression_ratio']:.3f}")
+        if r.get("selector_method", name) != name:
+            notes.append(f"checkpoint is a {r['selector_method']} selector")
         qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
         lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} | {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
     return "\n".join(lines)

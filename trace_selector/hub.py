@@ -24,6 +24,8 @@ from trace_selector.errors import InputError
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 CARD = "README.md"
+TRAINING_CONFIG = "training_config.yaml"
+"""The resolved training config, beside the weights of a trained checkpoint (optional)."""
 
 CARD_TEMPLATE = """---
 library_name: trace-selector
@@ -33,7 +35,7 @@ tags:
 - answer-selection
 ---
 
-# TRACE selector: {setting}
+# `{method}` selector: {setting}
 
 Scores the K parallel trajectories of a search agent on a question and picks the answer best
 supported by the evidence the trajectories retrieved (relational GNN over a query-evidence graph +
@@ -41,6 +43,7 @@ answer-conditioned QFormer), without generating anything.
 
 | | |
 |---|---|
+| method | {method_line} |
 | search setting | {setting} |
 | graph kind | {kind} |
 | text encoder | {encoder} ({embed_dim}-d, frozen) |
@@ -63,6 +66,13 @@ or `trace-selector select --checkpoint {name} --pool pool.jsonl.gz --out selecti
 """
 
 
+METHOD_LINES = {
+    "trace": "`trace`: the paper's configuration (answer inputs: embedding + log1p(c), c/R; no grounding features, no vote prior)",
+    "trace_grounded": "`trace_grounded`: TRACE plus two additions of ours, grounding features and a vote prior (not the paper's configuration)",
+}
+"""How a model card names each method (`ModelConfig.method`); others get a generic line."""
+
+
 def render_card(config: Any, setting: str | None = None, metrics: dict[str, float] | None = None,
                 extra: dict[str, Any] | None = None, name: str = "PATH_OR_REPO_ID") -> str:
     """The model card text for a `ModelConfig` and its metrics."""
@@ -73,8 +83,10 @@ def render_card(config: Any, setting: str | None = None, metrics: dict[str, floa
         )
     else:
         table = "No metrics recorded."
+    method = config.method
+    method_line = METHOD_LINES.get(method, f"`{method}`: TRACE with one of our additions (not the paper's configuration)")
     return CARD_TEMPLATE.format(
-        setting=setting or "unknown", kind=config.kind, encoder=config.encoder, embed_dim=config.embed_dim,
+        method=method, method_line=method_line, setting=setting or "unknown", kind=config.kind, encoder=config.encoder, embed_dim=config.embed_dim,
         hidden=config.hidden, layers=config.layers, heads=config.heads, readout=config.readout,
         cross=config.cross_trajectory, grounding=config.grounding, prior=config.vote_prior, extra_rows=rows,
         metrics=table, name=name,
@@ -82,14 +94,27 @@ def render_card(config: Any, setting: str | None = None, metrics: dict[str, floa
 
 
 def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
-                  metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None) -> Path:
-    """Write `net` as a Hub-format folder (weights, config, model card) and return its path."""
+                  metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None,
+                  source: str | Path | None = None) -> Path:
+    """Write `net` as a Hub-format folder (weights, config, model card) and return its path.
+
+    With `source` (a checkpoint folder `net` was loaded from), its model card and training config
+    are copied instead of rendering a new card, so a re-save keeps the metrics it was published with.
+    """
+    import shutil
+
     from trace_selector.atomic import atomic_write
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / CARD).unlink(missing_ok=True)  # the mixin never overwrites a card; ours replaces it
     net.save_pretrained(out)
+    src = Path(source) if source is not None else None
+    if src is not None and (src / CARD).is_file() and src.resolve() != out.resolve():
+        shutil.copyfile(src / CARD, out / CARD)
+        if (src / TRAINING_CONFIG).is_file():
+            shutil.copyfile(src / TRAINING_CONFIG, out / TRAINING_CONFIG)
+        return out
     with atomic_write(out / CARD) as fh:
         fh.write(render_card(net.config, setting, metrics, extra, name=str(out)))
     return out
@@ -124,8 +149,10 @@ def update_card(checkpoint: str | Path, table: str, command: str | None = None) 
     return path
 
 
-def _resolve(path_or_repo: str | Path, revision: str | None, cache_dir: str | Path | None,
-             token: str | bool | None, local_files_only: bool) -> Path:
+def resolve(path_or_repo: str | Path, revision: str | None = None, cache_dir: str | Path | None = None,
+            token: str | bool | None = None, local_files_only: bool = False) -> Path:
+    """The local checkpoint folder of a folder path (or its ``selector/`` subfolder) or Hub repo id
+    (downloaded into the Hub cache)."""
     path = Path(path_or_repo).expanduser()
     if path.is_dir():
         for candidate in (path, path / "selector"):
@@ -139,7 +166,7 @@ def _resolve(path_or_repo: str | Path, revision: str | None, cache_dir: str | Pa
     try:
         return Path(snapshot_download(
             repo_id=str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token,
-            local_files_only=local_files_only, allow_patterns=[CONFIG, WEIGHTS, CARD],
+            local_files_only=local_files_only, allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG],
         ))
     except Exception as err:  # offline, unknown repo, auth: all one line for the CLI
         raise InputError(f"{path_or_repo}: cannot fetch selector from the Hub ({_one_line(err)})") from err
@@ -164,7 +191,7 @@ def load_selector(path_or_repo: str | Path, config: dict[str, Any] | None = None
 
     from trace_selector.model.selector_net import ModelConfig, SelectorNet
 
-    folder = _resolve(path_or_repo, revision, cache_dir, token, local_files_only)
+    folder = resolve(path_or_repo, revision, cache_dir, token, local_files_only)
     config_path, weights = folder / CONFIG, folder / WEIGHTS
     if config is None:
         try:
@@ -203,7 +230,7 @@ def publish(checkpoint: str | Path, repo_id: str, endpoint: str | None = None, p
     The folder is loaded first, so a broken checkpoint is never published. Any network or auth
     failure is an `InputError` with one line saying where and why.
     """
-    folder = _resolve(checkpoint, None, None, None, True) if Path(checkpoint).is_dir() else None
+    folder = resolve(checkpoint, None, None, None, True) if Path(checkpoint).is_dir() else None
     if folder is None:
         raise InputError(f"{checkpoint}: checkpoint folder not found")
     load_selector(folder)
@@ -214,7 +241,7 @@ def publish(checkpoint: str | Path, repo_id: str, endpoint: str | None = None, p
         api = HfApi(endpoint=endpoint, token=token)
         url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
-                          allow_patterns=[CONFIG, WEIGHTS, CARD], commit_message="Upload TRACE selector")
+                          allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG], commit_message="Upload TRACE selector")
     except Exception as err:
         raise InputError(f"publish {repo_id} to {where} failed ({_one_line(err)})") from err
     return str(url)

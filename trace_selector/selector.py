@@ -1,9 +1,11 @@
 """Selector API: load a trained checkpoint, score a pool's candidates, pick one answer per question.
 
-    from trace_selector.selector import Selector
+    from trace_selector import Selector
     sel = Selector.from_pretrained("checkpoints/wikileads")      # folder or Hub repo id
     for s in sel.select("pool.jsonl.gz"):                        # Pool or path
         print(s.question_id, s.sample_id, s.answer, s.scores)    # scores: sample_id -> score
+    sel.save_pretrained("my-selector")                           # same folder format, card kept
+    sel.push_to_hub("user/trace-selector-wikileads")             # save, then upload that folder
 
     trace-selector select --checkpoint checkpoints/wikileads --pool pool.jsonl.gz --out selections.jsonl
 
@@ -198,16 +200,55 @@ class Selector:
             )
         self.batch_size = batch_size
         self.device = device
+        self.source: Path | None = None
+        """Folder the selector was loaded from (None when built from a network in memory)."""
+
+    @property
+    def method(self) -> str:
+        """The method's name ("trace" = the paper's configuration, "trace_grounded" = ours)."""
+        return self.config.method
 
     @classmethod
     def from_pretrained(cls, path_or_repo: str | Path, encoder: Any = None, cache_dir: str | Path | None = None,
                         batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
                         encoder_threads: int | None = None, **hub_kwargs: Any) -> Selector:
-        """Load a checkpoint folder (or Hub repo id) saved by `trace_selector.hub.save_selector`."""
-        from trace_selector.hub import load_selector
+        """Load a checkpoint folder (or Hub repo id) saved by `save_pretrained` / `hub.save_selector`.
 
-        return cls(load_selector(path_or_repo, **hub_kwargs), encoder, cache_dir, batch_size, device,
-                   encoder_runtime, encoder_threads)
+        `hub_kwargs`: revision, cache_dir (of the Hub download), token, local_files_only.
+        """
+        from trace_selector.hub import load_selector, resolve
+
+        download = {k: hub_kwargs.pop(k, None) for k in ("revision", "hub_cache_dir", "token")}
+        folder = resolve(path_or_repo, download["revision"], download["hub_cache_dir"], download["token"],
+                         bool(hub_kwargs.pop("local_files_only", False)))
+        selector = cls(load_selector(folder, **hub_kwargs), encoder, cache_dir, batch_size, device,
+                       encoder_runtime, encoder_threads)
+        selector.source = folder
+        return selector
+
+    def save_pretrained(self, out_dir: str | Path, setting: str | None = None,
+                        metrics: dict[str, float] | None = None) -> Path:
+        """Write the selector as a Hub-format folder that `from_pretrained` loads back exactly.
+
+        The model card (and training_config.yaml) of the folder it was loaded from are kept unless
+        `setting` or `metrics` are given, which render a fresh card.
+        """
+        from trace_selector.hub import save_selector
+
+        return save_selector(self.net, out_dir, setting=setting, metrics=metrics,
+                             source=None if setting or metrics else self.source)
+
+    def push_to_hub(self, repo_id: str, private: bool = False, token: str | None = None,
+                    endpoint: str | None = None) -> str:
+        """`save_pretrained` into a temporary folder and upload it to the Hub repo `repo_id` (created if
+        needed); returns the repo URL. Failures are one-line `InputError`s (hub.publish)."""
+        import tempfile
+
+        from trace_selector.hub import publish
+
+        with tempfile.TemporaryDirectory(prefix="trace-selector-") as tmp:
+            folder = self.save_pretrained(Path(tmp) / "selector")
+            return publish(folder, repo_id, endpoint=endpoint, private=private, token=token)
 
     def graphs(self, pool: Pool):
         """The pool's graphs under this checkpoint's options, and the drop report."""

@@ -5,14 +5,16 @@ pools into graphs, and `train()` which runs a whole experiment into one run fold
     trace-selector train --config training/synthetic.yaml optim.epochs=30 --resume
 
 Run folder ``<out_dir>/<name>/``: ``config.yaml`` (resolved config, seed included),
-``checkpoints/best.ckpt`` (best validation selection accuracy) and ``checkpoints/last.ckpt`` (for
-``--resume``), ``logs/`` (CSV, always; W&B too when ``trainer.wandb=true``), and ``selector/``: the
-best weights in Hub format (see hub.py), ready for `Selector.from_pretrained`.
+``checkpoints/best.ckpt`` (best validation selection accuracy, ties to the lower validation loss with
+``optim.tie_break``) and ``checkpoints/last.ckpt`` (for ``--resume``), ``logs/`` (CSV, always; W&B
+too when ``trainer.wandb=true``), and ``selector/``: the best weights in Hub format (see hub.py) with
+the resolved config beside them as ``training_config.yaml``, ready for `Selector.from_pretrained`.
 
 Training uses only questions whose candidates mix correct and incorrect answers (the others carry no
-selection signal); validation is every held-out question, scored by whether the argmax candidate is
-correct. The train/validation split is by a hash of the normalised question text, so it is stable
-across runs, pools and K.
+selection signal); with ``data.subsets`` each epoch sees a fresh random subset of k of each question's
+trajectories (graph/subset.py), so one selector serves every budget. Validation is every held-out
+question at its full K, scored by whether the argmax candidate is correct. The train/validation split
+is by a hash of the normalised question text, so it is stable across runs, pools and K.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from torch import Tensor
 from trace_selector.answers import normalize_answer
 from trace_selector.config import dump_config, from_dict, load_config, to_dict
 from trace_selector.errors import InputError
+from trace_selector.hub import TRAINING_CONFIG
 from trace_selector.model import LossConfig, ModelConfig, SelectorNet, selection_loss
 from trace_selector.records import Pool, QuestionGroup
 from trace_selector.synthetic import SyntheticConfig
@@ -39,8 +42,9 @@ ABLATIONS: dict[str, list[str]] = {
     "no_gnn": ["model.layers=0"],
     "no_cross": ["model.cross_trajectory=false"],
     "fixed_query": ["model.readout=fixed"],
-    "merge_evidence": ["model.merge_evidence=true"],
-    "merge_answers": ["model.merge_answers=true"],
+    # Merged nodes span several trajectories, so these two train on full pools (no subsets).
+    "merge_evidence": ["model.merge_evidence=true", "data.subsets=false"],
+    "merge_answers": ["model.merge_answers=true", "data.subsets=false"],
     "no_grounding": ["model.grounding=false"],
     "no_prior": ["model.vote_prior=false"],
 }
@@ -69,6 +73,18 @@ class DataConfig:
     """Embedding cache root (None: the package cache, $TRACE_SELECTOR_HOME/embeddings)."""
     graph_cache: str | None = None
     """Folder for built graphs, so repeated runs skip graph building (None: no graph cache)."""
+    subsets: bool = False
+    """Train each question, every epoch, on a fresh random subset of k of its trajectories, k uniform
+    in subset_min..subset_max, redrawn until it mixes right and wrong answers; False: always all of
+    them (runs before this field). Users score budgets from 2 to 16+; a selector that saw only K=8
+    sees vote features at K=16 that it never met in training."""
+    subset_min: int = 2
+    """Smallest subset size (k = 1 leaves nothing to select)."""
+    subset_max: int | None = None
+    """Largest subset size (None: all of a question's retained trajectories)."""
+    min_val_questions: int = 0
+    """Refuse to train with fewer validation questions than this (56 could not separate two seeds:
+    both at 21.7%); 0: no check (runs before this field)."""
 
     def __post_init__(self) -> None:
         if self.source not in ("pool", "synthetic"):
@@ -77,6 +93,10 @@ class DataConfig:
             raise ValueError(f"data.val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.batch_size < 1 or self.num_workers < 0:
             raise ValueError("data.batch_size must be >= 1 and data.num_workers >= 0")
+        if self.subset_min < 1 or (self.subset_max is not None and self.subset_max < self.subset_min):
+            raise ValueError(f"need 1 <= data.subset_min <= data.subset_max, got {self.subset_min}, {self.subset_max}")
+        if self.min_val_questions < 0:
+            raise ValueError(f"data.min_val_questions must be >= 0, got {self.min_val_questions}")
 
 
 @dataclass
@@ -93,12 +113,27 @@ class OptimConfig:
     """Stop after this many optimizer steps (-1: no limit)."""
     grad_clip: float = 1.0
     """Gradient-norm clipping (0: off)."""
+    tie_break: bool = False
+    """Among epochs with the same validation accuracy, keep the one with the lower validation loss
+    (checkpointing and early stopping then follow ``val/objective``); False: the first epoch with
+    the best accuracy (runs before this field). Accuracy moves in steps of 1/questions, so ties
+    are common."""
+    early_stopping: int = 0
+    """Lightning EarlyStopping patience: stop after this many validation rounds without a better
+    checkpoint (by the same criterion as the best checkpoint); 0: off."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("optim.lr must be > 0, weight_decay and grad_clip >= 0")
         if self.epochs < 1 or (self.max_steps < 1 and self.max_steps != -1):
             raise ValueError("optim.epochs must be >= 1 and max_steps >= 1 or -1")
+        if self.early_stopping < 0:
+            raise ValueError(f"optim.early_stopping must be >= 0 (0: off), got {self.early_stopping}")
+
+    @property
+    def monitor(self) -> str:
+        """The logged metric that picks the best checkpoint (maximised)."""
+        return "val/objective" if self.tie_break else "val/acc"
 
 
 @dataclass
@@ -162,6 +197,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.data.source == "pool" and not self.data.train_pool:
             raise ValueError("data.train_pool is required when data.source is 'pool'")
+        if self.data.subsets and (self.model.merge_answers or self.model.merge_evidence):
+            # Merged nodes belong to several trajectories at once; a subset of them is not a graph
+            # the builders would make, so the ablations train on full pools only.
+            raise ValueError("data.subsets needs per-trajectory graphs: turn off model.merge_answers and model.merge_evidence")
 
     @property
     def run_dir(self) -> Path:
@@ -219,6 +258,10 @@ class PoolDataModule(L.LightningDataModule):
             raise InputError("no training question mixes correct and incorrect answers: nothing to learn from")
         if not self.val_graphs:
             raise InputError("no validation questions: set data.val_pool or a larger data.val_fraction")
+        need = self.config.data.min_val_questions
+        if len(self.val_graphs) < need:
+            raise InputError(f"{len(self.val_graphs)} validation questions, fewer than data.min_val_questions={need}: "
+                             "set data.val_pool or a larger data.val_fraction")
         y = torch.cat([g["answer"].y for g in self.train_graphs])
         y = y[~torch.isnan(y)]
         pos = int((y > 0.5).sum())
@@ -259,8 +302,11 @@ class PoolDataModule(L.LightningDataModule):
     def train_dataloader(self):
         from torch_geometric.loader import DataLoader
 
-        return DataLoader(self.train_graphs, batch_size=self.config.data.batch_size, shuffle=True,
-                          num_workers=self.config.data.num_workers)
+        from trace_selector.graph.subset import SubsetGraphs
+
+        d = self.config.data
+        data = SubsetGraphs(self.train_graphs, d.subset_min, d.subset_max) if d.subsets else self.train_graphs
+        return DataLoader(data, batch_size=d.batch_size, shuffle=True, num_workers=d.num_workers)
 
     def val_dataloader(self):
         from torch_geometric.loader import DataLoader
@@ -288,6 +334,16 @@ def selected_correct(scores: Tensor, labels: Tensor, group: Tensor, num_groups: 
     return out
 
 
+def validation_objective(acc: float, loss: float, questions: int) -> float:
+    """Accuracy first, then lower loss, as one number to maximise (``val/objective``).
+
+    The loss term, loss / (1 + loss) / (2 * questions), is below half of one question's 1/questions
+    of accuracy, so it decides only between equal accuracies.
+    """
+    loss = max(loss, 0.0)
+    return acc - loss / (1.0 + loss) / (2.0 * max(questions, 1))
+
+
 class SelectorModule(L.LightningModule):
     """Lightning wrapper: loss, metrics and optimizer around a `SelectorNet`.
 
@@ -302,6 +358,7 @@ class SelectorModule(L.LightningModule):
         self.cfg = from_dict(TrainConfig, config)
         self.net = SelectorNet(self.cfg.model)
         self.register_buffer("pos_weight", torch.tensor(float(pos_weight)))
+        self._val: list[Tensor] = []
 
     def forward(self, batch: Any) -> Tensor:
         return self.net(batch)
@@ -322,10 +379,24 @@ class SelectorModule(L.LightningModule):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         scores, terms = self._terms(batch)
         a = batch["answer"]
-        acc = selected_correct(scores, a.y, a.batch, batch.num_graphs).mean()
         n = batch.num_graphs
-        self.log("val/acc", acc, batch_size=n, on_epoch=True, sync_dist=True, prog_bar=True)
-        self.log("val/loss", terms.total, batch_size=n, on_epoch=True, sync_dist=True)
+        right = selected_correct(scores, a.y, a.batch, n).sum()
+        # Sums, reduced once per epoch: exact accuracy over all questions (and all DDP ranks).
+        self._val.append(torch.stack([right, terms.total.detach() * n, scores.new_tensor(float(n))]))
+
+    def on_validation_epoch_end(self) -> None:
+        # Every rank must join the gather, even one that got no validation batch.
+        sums = torch.stack(self._val).sum(0) if self._val else torch.zeros(3, device=self.device)
+        self._val.clear()
+        if self.trainer.world_size > 1:
+            sums = self.all_gather(sums).sum(0)
+        right, loss_sum, n = sums.tolist()
+        if n == 0:
+            return
+        acc, loss = right / n, loss_sum / n
+        self.log("val/acc", acc, prog_bar=True)
+        objective = validation_objective(acc, loss, int(n))
+        self.log_dict({"val/loss": loss, "val/objective": objective, "val/questions": n})
 
     def configure_optimizers(self):
         o = self.cfg.optim
@@ -374,9 +445,18 @@ def _loggers(cfg: TrainConfig) -> list:
     return loggers
 
 
+def _best_acc(trainer: L.Trainer, ckpt: Any, module: SelectorModule, dm: PoolDataModule, monitor: str) -> float | None:
+    """Validation accuracy of the best checkpoint (its monitored score when that is the accuracy)."""
+    if ckpt.best_model_score is None:
+        return None
+    if monitor == "val/acc":
+        return float(ckpt.best_model_score)
+    return float(trainer.validate(module, datamodule=dm, ckpt_path=ckpt.best_model_path, verbose=False)[0]["val/acc"])
+
+
 def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | None = None) -> TrainResult:
     """Run one experiment into ``cfg.run_dir`` (see the module docstring for the folder layout)."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     run_dir = cfg.run_dir
     last = run_dir / "checkpoints" / "last.ckpt"
@@ -388,8 +468,12 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
     dm = datamodule or PoolDataModule(cfg)
     dm.setup("fit")
     module = SelectorModule(to_dict(cfg), pos_weight=dm.pos_weight)
-    ckpt = ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="best", monitor="val/acc",
+    monitor = cfg.optim.monitor
+    ckpt = ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="best", monitor=monitor,
                            mode="max", save_top_k=1, save_last=True, auto_insert_metric_name=False)
+    callbacks: list = [ckpt]
+    if cfg.optim.early_stopping:
+        callbacks.append(EarlyStopping(monitor=monitor, mode="max", patience=cfg.optim.early_stopping))
     t = cfg.trainer
     # A batch rarely has every relation (top-3 retrieval never fills rank_4/rank_5), so some
     # relation weights get no gradient in a step; DDP must be told, or it aborts the step.
@@ -398,7 +482,7 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         default_root_dir=str(run_dir), max_epochs=cfg.optim.epochs, max_steps=cfg.optim.max_steps,
         gradient_clip_val=cfg.optim.grad_clip or None, accelerator=t.accelerator, devices=t.devices,
         strategy=strategy, num_nodes=t.num_nodes, precision=t.precision, logger=_loggers(cfg),
-        callbacks=[ckpt], enable_progress_bar=t.progress_bar, log_every_n_steps=t.log_every,
+        callbacks=callbacks, enable_progress_bar=t.progress_bar, log_every_n_steps=t.log_every,
         enable_model_summary=False,
     )
     if trainer.is_global_zero:
@@ -411,9 +495,9 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         metrics = trainer.validate(module, datamodule=dm, verbose=False)[0]
         path = run_dir / "checkpoints" / "best.ckpt"
         trainer.save_checkpoint(path)
-        ckpt.best_model_path, ckpt.best_model_score = str(path), torch.tensor(metrics["val/acc"])
+        ckpt.best_model_path, ckpt.best_model_score = str(path), torch.tensor(metrics[monitor])
     best = Path(ckpt.best_model_path)
-    score = float(ckpt.best_model_score) if ckpt.best_model_score is not None else None
+    score = _best_acc(trainer, ckpt, module, dm, monitor)
     selector_dir = None
     if trainer.is_global_zero and best.is_file():
         from trace_selector.hub import save_selector
@@ -426,5 +510,7 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
                    "global_step": trainer.global_step}
         selector_dir = save_selector(net, run_dir / "selector", setting=cfg.setting, metrics=metrics,
                                      extra={"seed": cfg.seed, "trained with": "trace-selector train",
-                                            **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {})})
+                                            **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {}),
+                                            "resolved config": "`training_config.yaml`"})
+        dump_config(cfg, selector_dir / TRAINING_CONFIG)
     return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, trainer.global_step)

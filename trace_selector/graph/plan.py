@@ -31,6 +31,12 @@ from trace_selector.types import EdgeType, NodeType
 GraphKind = Literal["auto", "webqa", "browsing"]
 DropReason = Literal["no_answer", "no_search"]
 
+MENTIONS: EdgeType = ("answer", "mentioned_by", "answer")
+"""Bookkeeping relation, not a GNN relation (it is in no schema, so the model never reads it): an
+edge j -> i when trajectory j's evidence contains candidate i's normalised answer. It lets
+`graph.subset.subset_graph` recompute the g/R vote column for any subset of trajectories without the
+pool. Written only without merge_answers (candidates are then trajectories)."""
+
 
 @dataclass(frozen=True, slots=True)
 class GraphOptions:
@@ -127,6 +133,8 @@ class GraphPlan:
         self.y: list[float] = []
         self.sample_id: list[int] = []
         self.answers: list[str] = []
+        self.mentions: tuple[list[int], list[int]] | None = None
+        """Edges of `MENTIONS` (reader trajectory j, candidate i); None under merge_answers."""
         self.kept = 0
         """Retained trajectories (candidates before any answer merging)."""
 
@@ -200,9 +208,11 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
     counts = Counter(norm)
     total = plan.kept = len(kept)
     evidence = [evidence_words(t) for t in kept]
-    read = [mentions(e, a) for a, e in zip(norm, evidence)]
+    # readers[a]: the kept trajectories whose evidence contains answer a (one scan per distinct answer)
+    readers = {a: [j for j, e in enumerate(evidence) if mentions(e, a)] for a in counts}
+    read = [k in readers[a] for k, a in enumerate(norm)]
     grounded_any = {a for a, r in zip(norm, read) if r}
-    read_by = {a: sum(mentions(e, a) for e in evidence) for a in counts}  # like counts: once per answer
+    read_by = {a: len(r) for a, r in readers.items()}  # like counts: once per answer
     slot: dict[str, int] = {}
     mapping: list[int] = []
     for k, (traj, a) in enumerate(zip(kept, norm)):
@@ -220,6 +230,11 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
         plan.answers.append(traj.answer)
     if merge:
         plan.relabel_traj(mapping)
+    else:
+        src, dst = plan.mentions = ([], [])
+        for i, a in enumerate(norm):
+            src.extend(readers[a])
+            dst.extend([i] * len(readers[a]))
 
 
 # --- same-content links ----------------------------------------------------------------------------
@@ -308,6 +323,8 @@ def materialize(plan: GraphPlan, rows: dict[str, int], table: torch.Tensor):
     cand.vote = torch.tensor(plan.vote, dtype=torch.float32).view(-1, VOTE_FEATURES)
     cand.y = torch.tensor(plan.y, dtype=torch.float32)
     cand.sample_id = torch.tensor(plan.sample_id, dtype=torch.long)
+    if plan.mentions is not None:
+        data[MENTIONS].edge_index = torch.tensor(plan.mentions, dtype=torch.long).view(2, -1)
     data.question_id = plan.question_id
     data.answers = list(plan.answers)
     return data

@@ -70,14 +70,16 @@ class ModelConfig:
     """Graphs were built with same-content evidence merged into one node (ablation)."""
     merge_answers: bool = False
     """Graphs were built with same-normalised-answer candidates merged (ablation)."""
-    grounding: bool = True
+    grounding: bool = False
     """Answer nodes also see whether their answer occurs in the evidence their trajectory read and
-    in how many trajectories' evidence (graph/schema.py, vote columns 3-4); False reads only the
-    plain vote (ablation, and what checkpoints saved before this field get)."""
-    vote_prior: bool = True
+    in how many trajectories' evidence (graph/schema.py, vote columns 3-4). Ours, not the paper's
+    (`trace_grounded`); False reads only TRACE's vote inputs log1p(c), c/R (the paper's
+    configuration, and what checkpoints saved before this field get)."""
+    vote_prior: bool = False
     """Add a linear score term of the vote features to the cosine score, so "trust the (grounded)
     vote" is one weight away instead of having to pass through the GNN and the QFormer; it starts at
-    zero. False: cosine score only (ablation, and checkpoints saved before this field)."""
+    zero. Ours, not the paper's; False: cosine score only (the paper's configuration, and
+    checkpoints saved before this field)."""
     graph_version: int = BROWSING_VERSION
     """Browsing graph layout the selector was trained on (graph/schema.py `BROWSING_VERSION`);
     checkpoints saved before this field read 1, and a browsing selector of another layout is refused
@@ -108,6 +110,15 @@ class ModelConfig:
             )
         if not 0.0 < self.init_scale <= self.max_scale:
             raise ValueError(f"need 0 < init_scale <= max_scale, got {self.init_scale}, {self.max_scale}")
+
+    @property
+    def method(self) -> str:
+        """The method's name in tables and cards (DESIGN §Model): "trace" is the paper's configuration
+        (no grounding features, no vote prior), "trace_grounded" has both of our additions, and one
+        addition alone is "trace+grounding" or "trace+prior". Architecture ablations keep these names;
+        the card lists the switches."""
+        return {(False, False): "trace", (True, True): "trace_grounded",
+                (True, False): "trace+grounding", (False, True): "trace+prior"}[(self.grounding, self.vote_prior)]
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "config.json") -> ModelConfig:
