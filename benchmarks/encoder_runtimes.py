@@ -1,8 +1,8 @@
 """Text-encoder runtimes side by side, in one run: texts/s of each runtime on a pool's texts, and what
 the switch does to the selector's picks (identical picks, EM, EM difference against fp32 torch).
 
-    .venv/bin/python benchmarks/encoder_runtimes.py --pool data/pools/wikileads-dev10-k8.jsonl.gz
-    .venv/bin/python benchmarks/encoder_runtimes.py --pool data/pools/wikileads-test.jsonl.gz --threads 2
+    .venv/bin/python benchmarks/encoder_runtimes.py --pool data/pools/wikileads-0.5b-dev10-k8.jsonl.gz
+    .venv/bin/python benchmarks/encoder_runtimes.py --pool data/pools/wikileads-0.5b-dev.jsonl.gz --threads 2
 
 Every runtime starts cold (a memory-only cache, model loaded before the clock starts) and encodes the
 same distinct texts, those of the pool's graphs under the checkpoint's graph options, in one call;

@@ -5,8 +5,8 @@ hash validation split, best-validation checkpoint) for each seed, then scored on
 full K and at a smaller K (the first k trajectories per question). Baselines are the `evaluate`
 methods on the same questions, so the numbers line up with `trace-selector evaluate`.
 
-    .venv/bin/python benchmarks/pool_ablation.py --train-pool data/pools/wikileads-train.jsonl.gz \\
-        --test-pool data/pools/wikileads-test.jsonl.gz --seeds 3 --small-k 8
+    .venv/bin/python benchmarks/pool_ablation.py --train-pool data/pools/wikileads-0.5b-train.jsonl.gz \\
+        --test-pool data/pools/wikileads-0.5b-dev.jsonl.gz --seeds 3 --small-k 8
     .venv/bin/python benchmarks/pool_ablation.py ... --variants full --keep runs/ablation   # keep the runs
 """
 

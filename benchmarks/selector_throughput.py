@@ -4,7 +4,7 @@ encoder and a fast runtime side by side, against majority voting on the same poo
 
     .venv/bin/python benchmarks/selector_throughput.py                  # synthetic pool, all-MiniLM-L6-v2
     .venv/bin/python benchmarks/selector_throughput.py --encoder bow    # no model load
-    .venv/bin/python benchmarks/selector_throughput.py --pool data/pools/wikileads-test.jsonl.gz \
+    .venv/bin/python benchmarks/selector_throughput.py --pool data/pools/wikileads-0.5b-dev.jsonl.gz \
         --checkpoint checkpoints/wikileads --threads 2                  # the real 300 x 16 pool
 
 Without --pool the pool is synthetic (trace_selector/synthetic.py) with K trajectories per question;

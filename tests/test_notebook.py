@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
-POOL = ROOT / "data" / "pools" / "wikileads-test.jsonl.gz"
+POOL = ROOT / "data" / "pools" / "wikileads-0.5b-dev.jsonl.gz"
 CHECKPOINT = ROOT / "checkpoints" / "wikileads"
 OUTCOMES = {"both_right", "only_trace_right", "only_majority_right", "both_wrong"}
 

@@ -27,7 +27,7 @@ def checkpoint(tmp_path):
 
 def test_quickstart_evaluates_the_pool_and_writes_outputs(checkpoint, tmp_path, capsys):
     out = tmp_path / "qs"
-    res = quickstart(QuickstartConfig(live_questions=0, checkpoint=str(checkpoint), test_pool=str(POOL),
+    res = quickstart(QuickstartConfig(live_questions=0, checkpoint=str(checkpoint), eval_pool=str(POOL),
                                       out_dir=str(out)))
     printed = capsys.readouterr().out
     assert "| majority |" in printed and "| trace |" in printed and "done in" in printed
@@ -37,7 +37,7 @@ def test_quickstart_evaluates_the_pool_and_writes_outputs(checkpoint, tmp_path, 
     assert results["methods"]["majority"]["em"] == pytest.approx(200 / 3, abs=0.05)
     assert 0.0 <= results["methods"]["trace"]["em"] <= results["oracle_pass_at_k"]
     assert (out / "budget.png").stat().st_size > 0 and len((out / "per_question.jsonl").read_text().splitlines()) == 3
-    assert set(res["timings"]) == {"evaluate the test pool", "total"}
+    assert set(res["timings"]) == {"evaluate the dev pool", "total"}
 
 
 def test_quickstart_missing_artifacts_are_one_line_errors(checkpoint, tmp_path, capsys):
@@ -46,5 +46,5 @@ def test_quickstart_missing_artifacts_are_one_line_errors(checkpoint, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "nope: selector checkpoint not found" in err and "\n" not in err
     assert main([*args, "--checkpoint", str(checkpoint), "--test-pool", "missing.jsonl.gz"]) == 1
-    assert "missing.jsonl.gz: test pool not found" in capsys.readouterr().err
+    assert "missing.jsonl.gz: evaluation pool not found" in capsys.readouterr().err
     assert not (tmp_path / "qs" / "results.json").exists()

@@ -1,7 +1,7 @@
 """The main job: the whole path on the bundled default, in a few minutes on a 2-core machine.
 
-    trace-selector quickstart                      # live rollout + selection + test-pool evaluation
-    trace-selector quickstart --live-questions 0   # evaluation of the shipped test pool only
+    trace-selector quickstart                      # live rollout + selection + dev-pool evaluation
+    trace-selector quickstart --live-questions 0   # evaluation of the shipped dev pool only
 
 Stages, each timed:
 
@@ -10,7 +10,7 @@ Stages, each timed:
    questions and trajectories), so engine, agent, search and pool writer all run for real;
 3. the shipped selector scores those fresh trajectories (graph building, encoder, GNN + QFormer),
    printed next to majority vote and the gold answers;
-4. the shipped test pool is evaluated with the fast methods and `trace`: the results table, a
+4. the shipped dev pool is evaluated with the fast methods and `trace`: the results table, a
    budget-curve PNG, results.json and per-question picks in `out_dir`.
 
 Each output file is written atomically. The live pool is the exception to keeping earlier outputs: it
@@ -49,13 +49,14 @@ class QuickstartConfig:
     """Trajectories per question in the live rollout."""
     checkpoint: str = "checkpoints/wikileads"
     """Shipped selector (Hub-format folder; `trace-selector evaluate` also takes Hub repo ids)."""
-    test_pool: str = "data/pools/wikileads-test.jsonl.gz"
-    """Shipped test pool evaluated in stage 4."""
+    eval_pool: str = "data/pools/wikileads-0.5b-dev.jsonl.gz"
+    """Shipped pool evaluated in stage 4: the 0.5B development pool (test-split questions 0-299, no longer
+    a clean test pool; the sealed test pool is for final numbers only and never run here)."""
     methods: list[str] = field(default_factory=lambda: [
         "single", "majority", "weighted_token", "grounded_vote", "fewest_tools", "most_tools", "trace"])
     """Methods of stage 4 (fast ones: no LLM calls)."""
     encoder_threads: int | None = None
-    """CPU threads of the text encoder when the test pool is encoded (None: every core; the rollout
+    """CPU threads of the text encoder when the dev pool is encoded (None: every core; the rollout
     engine is gone by then, and a cold pool's encoding is most of stage 4)."""
     budget_subsets: int = 4
     """Random subsets per k in the budget curve (each is one selector pass over the pool)."""
@@ -135,7 +136,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = str(locate(cfg.checkpoint, "selector checkpoint"))
-    test_pool = locate(cfg.test_pool, "test pool")
+    eval_pool = locate(cfg.eval_pool, "evaluation pool")
 
     live = None
     if cfg.live_questions:
@@ -158,14 +159,14 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
     start = time.perf_counter()
     # One torch thread: the graphs are small, and OpenMP threads contending for 2 cores were 10x slower.
-    results = evaluate(EvalConfig(pool=str(test_pool), methods=list(cfg.methods), checkpoint=checkpoint,
+    results = evaluate(EvalConfig(pool=str(eval_pool), methods=list(cfg.methods), checkpoint=checkpoint,
                                   out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
                                   per_question=str(out_dir / "per_question.jsonl"),
                                   budget_subsets=cfg.budget_subsets, threads=1,
                                   encoder_threads=cfg.encoder_threads or os.cpu_count() or 1))
     print()
     print(format_table(results))
-    _stage("evaluate the test pool", timings, start)
+    _stage("evaluate the dev pool", timings, start)
     timings["total"] = round(time.perf_counter() - t0, 1)
     print(f"\n[quickstart] done in {timings['total']:.1f} s; results.json, budget.png and per_question.jsonl "
           f"in {out_dir}/")
