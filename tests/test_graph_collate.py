@@ -70,3 +70,25 @@ def test_plan_scores_and_selections_equal_graph_route(kind):
 def test_collate_needs_plans():
     with pytest.raises(ValueError, match="at least one plan"):
         collate_plans([], {}, torch.zeros(0, 8))
+
+
+def test_orphan_subqueries_collate_like_pyg_and_score_the_same():
+    from test_graph_browsing import orphan_group
+
+    from trace_selector.graph import plan_graph
+
+    torch.manual_seed(0)
+    group = orphan_group()
+    opts = GraphOptions(kind="browsing")
+    enc = HashEncoder(8)
+    [graph], _ = build_graphs([group], enc, opts)
+    plan = plan_graph(group, opts)
+    rows, table = embed_plans([plan], enc)
+    ours = collate_plans([plan], rows, table)
+    assert ours.orphan["subquery"].tolist() == graph["subquery"].orphan.tolist() == [True, False, False, False]
+    assert torch.equal(ours.x["subquery"], graph["subquery"].x) and not ours.x["subquery"][0].any()
+    net = SelectorNet(ModelConfig(kind="browsing", embed_dim=8, hidden=16, layers=2, heads=2)).eval()
+    with torch.no_grad():
+        net.orphan["subquery"].fill_(3.0)  # a learned state that changes the scores if it is dropped
+    [a], [b] = score_graphs(net, [graph], 1), score_plans(net, [plan], rows, table, 1)
+    assert torch.allclose(a, b, atol=1e-6)

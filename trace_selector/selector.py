@@ -115,7 +115,7 @@ def score_plans(net: torch.nn.Module, plans: Sequence[Any], rows: dict[str, int]
     try:
         for start in range(0, len(plans), batch_size):
             b = collate_plans(plans[start : start + batch_size], rows, table).to(device)
-            scores = net.score(b.x, b.edge_index, b.traj, b.batch, b.vote, b.num_graphs).float().cpu()
+            scores = net.score(b.x, b.edge_index, b.traj, b.batch, b.vote, b.num_graphs, b.orphan).float().cpu()
             out.extend(scores.split(b.candidates))
     finally:
         net.train(was_training)

@@ -46,13 +46,15 @@ class PlanBatch:
     """Questions in the batch."""
     candidates: list[int]
     """Candidates per question, to split the [A] scores."""
+    orphan: dict[NodeType, torch.Tensor]
+    """Per `schema.orphan_types`: [N_t] bool, True for text-less nodes that get the learned state."""
 
 
     def to(self, device: str | torch.device) -> PlanBatch:
         """The same batch on `device`."""
         move = lambda d: {k: v.to(device) for k, v in d.items()}  # noqa: E731
         return PlanBatch(move(self.x), move(self.traj), move(self.batch), move(self.edge_index),
-                         self.vote.to(device), self.num_graphs, self.candidates)
+                         self.vote.to(device), self.num_graphs, self.candidates, move(self.orphan))
 
 
 def collate_plans(plans: Sequence[GraphPlan], rows: dict[str, int], table: torch.Tensor) -> PlanBatch:
@@ -62,16 +64,19 @@ def collate_plans(plans: Sequence[GraphPlan], rows: dict[str, int], table: torch
     schema = plans[0].schema
     array = table.detach().cpu().numpy()
     dim = array.shape[1]
-    x, traj, batch, counts = {}, {}, {}, {}
+    x, traj, batch, counts, orphan = {}, {}, {}, {}, {}
     for ntype in schema.node_types:
         sizes = np.array([len(p.texts[ntype]) for p in plans], dtype=np.int64)
         counts[ntype] = sizes
         texts = [t for p in plans for t in p.texts[ntype]]
-        if texts and texts[0] is None:  # learned-state type: no text, zero features (as `materialize`)
-            x[ntype] = torch.zeros(len(texts), dim)
-        else:
-            idx = np.fromiter((rows[t] for t in texts), dtype=np.int64, count=len(texts))
-            x[ntype] = torch.from_numpy(array.take(idx, axis=0).reshape(len(texts), dim))
+        # Text-less nodes (a learned-state type, or orphan subqueries among texted ones) get zero
+        # features, as `plan.materialize` gives them.
+        idx = np.fromiter((-1 if t is None else rows[t] for t in texts), dtype=np.int64, count=len(texts))
+        gathered = array.take(np.maximum(idx, 0), axis=0).reshape(len(texts), dim)
+        gathered[idx < 0] = 0.0
+        x[ntype] = torch.from_numpy(gathered)
+        if ntype in schema.orphan_types:
+            orphan[ntype] = torch.from_numpy(idx < 0)
         traj[ntype] = torch.tensor([k for p in plans for k in p.traj[ntype]], dtype=torch.long)
         batch[ntype] = torch.from_numpy(np.repeat(np.arange(len(plans), dtype=np.int64), sizes))
     offsets = {t: np.concatenate([[0], np.cumsum(c)[:-1]]) for t, c in counts.items()}
@@ -89,4 +94,4 @@ def collate_plans(plans: Sequence[GraphPlan], rows: dict[str, int], table: torch
         edge_index[etype] = torch.from_numpy(np.concatenate(parts, axis=1)) if parts \
             else torch.zeros(2, 0, dtype=torch.long)
     vote = torch.tensor([v for p in plans for v in p.vote], dtype=torch.float32).view(-1, VOTE_FEATURES)
-    return PlanBatch(x, traj, batch, edge_index, vote, len(plans), [len(p.y) for p in plans])
+    return PlanBatch(x, traj, batch, edge_index, vote, len(plans), [len(p.y) for p in plans], orphan)
