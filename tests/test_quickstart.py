@@ -42,9 +42,9 @@ def test_quickstart_evaluates_the_pool_and_writes_outputs(checkpoint, tmp_path, 
 
 def test_quickstart_missing_artifacts_are_one_line_errors(checkpoint, tmp_path, capsys):
     args = ["quickstart", "--live-questions", "0", "--out-dir", str(tmp_path / "qs")]
-    assert main([*args, "--checkpoint", str(tmp_path / "nope"), "--test-pool", str(POOL)]) == 1
+    assert main([*args, "--checkpoint", str(tmp_path / "nope"), "--eval-pool", str(POOL)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "nope: selector checkpoint not found" in err and "\n" not in err
-    assert main([*args, "--checkpoint", str(checkpoint), "--test-pool", "missing.jsonl.gz"]) == 1
+    assert main([*args, "--checkpoint", str(checkpoint), "--eval-pool", "missing.jsonl.gz"]) == 1
     assert "missing.jsonl.gz: evaluation pool not found" in capsys.readouterr().err
     assert not (tmp_path / "qs" / "results.json").exists()
