@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Grow the bundled pools of the default policy setup to their target sizes, in stages that alternate
+# between the train pool (1,400 train questions x K=8) and the sealed test pool (500 test questions
+# from position 300 x K=16), so both grow. Every stage is resumable (a killed run continues from its
+# shard) and extends what is there, so rerunning this script continues where it stopped.
+#
+#   git worktree add ../pools-wt HEAD            # a fixed commit: refactoring cannot break the run
+#   cd ../pools-wt && PYTHONPATH=$PWD nohup data/grow_pools.sh OUT_DIR > grow.log 2>&1 &
+#
+# OUT_DIR defaults to data/pools; copy the pools (with their .meta.json and .config.yaml) into the
+# checkout now and then to commit them. Extra arguments are rollout overrides for every stage.
+set -euo pipefail
+out=${1:-data/pools}
+shift || true
+py=${PYTHON:-python}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-0-1} VLLM_CPU_NUM_OF_RESERVED_CPU=${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}
+export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
+train() { "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split train --limit "$1" \
+            --k 8 --out "$out/wikileads-train.jsonl.gz" "${@:2}"; }
+sealed() { "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split test --offset 300 \
+             --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
+train 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1400 "$@"; sealed 500 "$@"
