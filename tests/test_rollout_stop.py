@@ -58,7 +58,8 @@ def test_sigterm_during_engine_start_ends_and_resumes(tmp_path):
     assert stopped_in < 60
     # nothing of the run is left: no process in its session, the lock can be taken
     left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    assert left == []
+    assert left == [], subprocess.run(["ps", "-o", "pid,stat,args", "-p", ",".join(left)],
+                                      capture_output=True, text=True).stdout
     lock = tmp_path / "pool.jsonl.gz.lock"
     if lock.exists():
         with open(lock) as fh:

@@ -51,11 +51,15 @@ def _kill_children() -> None:
         import psutil
     except ImportError:  # psutil comes with vllm; without it the children die with their parent's pipe
         return
-    for child in psutil.Process().children(recursive=True):
+    children = psutil.Process().children(recursive=True)
+    for child in children:
         try:
             child.kill()
         except psutil.Error:
             pass
+    # SIGKILL lands asynchronously: a vLLM worker busy allocating its KV cache can take seconds to go,
+    # and a rerun started meanwhile finds the memory still taken. Leave only once they are gone.
+    psutil.wait_procs(children, timeout=20)
 
 
 def _force_exit(reason: str) -> None:
