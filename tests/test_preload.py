@@ -43,3 +43,15 @@ def test_preloaded_process_starts():
     out = subprocess.run([sys.executable, "-c", "import torch; print(torch.ones(2).sum().item())"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "2.0", out.stderr[-500:]
+
+
+def test_an_openmp_runtime_already_preloaded_is_not_doubled(monkeypatch, tmp_path):
+    iomp, tcm = str(tmp_path / "libiomp5.so"), str(tmp_path / "libtcmalloc_minimal.so.4")
+    monkeypatch.setattr(preload, "libraries", lambda: [tcm, iomp])
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda exe, args, env: calls.append(env))
+    monkeypatch.delenv(preload.ENV_SWITCH, raising=False)
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libgomp.so.1")  # as vLLM leaves it
+    preload.reexec_with_preload(["rollout"])
+    [env] = calls
+    assert env["LD_PRELOAD"] == f"{tcm}:/usr/lib/x86_64-linux-gnu/libgomp.so.1"  # vLLM asserts on iomp + gomp

@@ -38,13 +38,21 @@ def libraries() -> list[str]:
     return found
 
 
+def _same_kind(lib: str, preloaded: str) -> bool:
+    """True if `preloaded` already holds a library of `lib`'s kind: vLLM refuses two OpenMP runtimes
+    (it asserts not both libiomp and libgomp), and two allocators make no sense. vLLM itself puts
+    libgomp into LD_PRELOAD when it starts in-process, which child commands then inherit."""
+    kinds = (("libiomp", "libgomp"), ("tcmalloc", "jemalloc"))
+    return any(any(k in lib for k in kind) and any(k in preloaded for k in kind) for kind in kinds)
+
+
 def reexec_with_preload(argv: list[str]) -> None:
     """Restart this command with the libraries preloaded, unless off, done, or nothing to add.
     Returns only when it does not restart."""
     if os.environ.get(ENV_SWITCH, "1") in ("0", "done"):
         return
     current = os.environ.get("LD_PRELOAD", "")
-    missing = [lib for lib in libraries() if lib not in current.split(":")]
+    missing = [lib for lib in libraries() if lib not in current.split(":") and not _same_kind(lib, current)]
     if not missing:
         return
     env = dict(os.environ)
