@@ -64,10 +64,9 @@ def _kill_children() -> None:
 
 def _force_exit(reason: str) -> None:
     try:
-        print(f"\n{reason}; stopping now (exit {EXIT_CODE})", file=sys.stderr, flush=True)
+        print(f"\n{reason}; stopping now (exit {EXIT_CODE})", file=sys.stderr)
     finally:
-        _kill_children()
-        os._exit(EXIT_CODE)
+        exit_now()
 
 
 def exit_now() -> None:

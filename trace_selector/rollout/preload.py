@@ -39,7 +39,7 @@ def libraries() -> list[str]:
 
 
 def _same_kind(lib: str, preloaded: str) -> bool:
-    """True if `preloaded` already holds a library of `lib`'s kind: vLLM refuses two OpenMP runtimes
+    """True if `preloaded` already holds `lib` or a library of its kind: vLLM refuses two OpenMP runtimes
     (it asserts not both libiomp and libgomp), and two allocators make no sense. vLLM itself puts
     libgomp into LD_PRELOAD when it starts in-process, which child commands then inherit."""
     kinds = (("libiomp", "libgomp"), ("tcmalloc", "jemalloc"))
@@ -52,7 +52,7 @@ def reexec_with_preload(argv: list[str]) -> None:
     if os.environ.get(ENV_SWITCH, "1") in ("0", "done"):
         return
     current = os.environ.get("LD_PRELOAD", "")
-    missing = [lib for lib in libraries() if lib not in current.split(":") and not _same_kind(lib, current)]
+    missing = [lib for lib in libraries() if not _same_kind(lib, current)]
     if not missing:
         return
     env = dict(os.environ)
