@@ -122,43 +122,32 @@ def score_plans(net: torch.nn.Module, plans: Sequence[Any], rows: dict[str, int]
     return out
 
 
+def _selection(question_id: str, sample_ids: Sequence[int], answers: Sequence[str], labels: Sequence[float],
+               scores: torch.Tensor) -> Selection:
+    """The argmax candidate (the first on ties, as torch.argmax) of one question's scores."""
+    values = scores.tolist()
+    best = max(range(len(values)), key=values.__getitem__)
+    label = float(labels[best])
+    return Selection(
+        question_id=question_id,
+        sample_id=int(sample_ids[best]),
+        answer=answers[best],
+        scores={int(i): float(v) for i, v in zip(sample_ids, values)},
+        correct=None if label != label else label,  # NaN: unknown
+    )
+
+
 def selections_from_plans(plans: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
     """`selections_from_scores` for graph plans: argmax candidate (first on ties) per question id."""
-    result: dict[str, Selection] = {}
-    for p, s in zip(plans, scores):
-        if s.numel() == 0:
-            continue
-        values = s.tolist()
-        best = max(range(len(values)), key=values.__getitem__)  # first maximum, like torch.argmax
-        label = float(p.y[best])
-        result[p.question_id] = Selection(
-            question_id=p.question_id,
-            sample_id=int(p.sample_id[best]),
-            answer=p.answers[best],
-            scores={int(i): float(v) for i, v in zip(p.sample_id, values)},
-            correct=None if label != label else label,  # NaN: unknown
-        )
-    return result
+    return {p.question_id: _selection(p.question_id, p.sample_id, p.answers, p.y, s)
+            for p, s in zip(plans, scores) if s.numel()}
 
 
 def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
     """argmax candidate of each graph (first on ties), keyed by question id."""
-    result: dict[str, Selection] = {}
-    for g, s in zip(graphs, scores):
-        if s.numel() == 0:
-            continue
-        best = int(torch.argmax(s))
-        ids = g["answer"].sample_id.tolist()
-        y = g["answer"].y
-        label = float(y[best])
-        result[g.question_id] = Selection(
-            question_id=g.question_id,
-            sample_id=int(ids[best]),
-            answer=g.answers[best],
-            scores={int(i): float(v) for i, v in zip(ids, s.tolist())},
-            correct=None if label != label else label,  # NaN: unknown
-        )
-    return result
+    return {g.question_id: _selection(g.question_id, g["answer"].sample_id.tolist(), g.answers,
+                                      g["answer"].y.tolist(), s)
+            for g, s in zip(graphs, scores) if s.numel()}
 
 
 class Selector:
