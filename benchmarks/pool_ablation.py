@@ -17,7 +17,6 @@ import json
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from trace_selector import paths
 from trace_selector.baselines.registry import build_fast
 from trace_selector.config import load_config
 from trace_selector.evaluate import restrict, score_pick
+from trace_selector.paired import paired_difference
 from trace_selector.records import Pool, read_pool
 from trace_selector.selector import Selector
 from trace_selector.train import ABLATIONS, TrainConfig, train
@@ -121,44 +121,10 @@ def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, flo
         print(f"| {name} | " + " | ".join(cells) + f" | {val} | {sec:.0f} |")
     if "full" in per_question and len(per_question) > 1:
         print(f"\npaired against full TRACE at K={full_k} (per question, correctness averaged over seeds; "
-              f"95% bootstrap interval over questions, {BOOTSTRAP} resamples):")
+              f"difference [95% bootstrap interval over questions] won/lost):")
         for name, hits in per_question.items():
             if name != "full":
                 print(f"  full - {name}: " + paired_difference(per_question["full"], hits).to_text())
-
-
-BOOTSTRAP = 10_000
-"""Resamples of the test questions for the paired interval."""
-
-
-@dataclass
-class Paired:
-    """Full TRACE minus a variant, in EM points, over the same test questions."""
-
-    diff: float
-    low: float
-    high: float
-    better: int
-    """Questions where full TRACE is right more often (over seeds) than the variant."""
-    worse: int
-
-    def to_text(self) -> str:
-        def pts(x: float) -> str:
-            return f"{round(x, 1) + 0.0:+.1f}"  # + 0.0 turns a rounded -0.0 into 0.0
-
-        return (f"{pts(self.diff)} points (95% CI {pts(self.low)} to {pts(self.high)}); full better on "
-                f"{self.better} questions, worse on {self.worse}")
-
-
-def paired_difference(full: np.ndarray, other: np.ndarray, resamples: int = BOOTSTRAP, seed: int = 0) -> Paired:
-    """Mean per-question difference with a percentile bootstrap over questions. Pairing matters here:
-    most questions are right or wrong for every variant, so the spread of the difference is much
-    smaller than the spread of either EM."""
-    d = 100.0 * (full - other)
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))
-    means = d[idx].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return Paired(float(d.mean()), float(low), float(high), int((d > 0).sum()), int((d < 0).sum()))
 
 
 if __name__ == "__main__":

@@ -299,3 +299,31 @@ def test_checkpoint_names():
                          (["=x"], "expected NAME=PATH"), (["9x=y"], "expected NAME=PATH")]:
         with pytest.raises(ValueError, match=message):
             EvalConfig(checkpoint=bad)
+
+
+def test_paired_differences_against_majority_and_a_reference(pool_file, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = main(["evaluate", "--pool", str(pool_file), "--methods", "single,weighted_stated,fewest_tools",
+               "--reference", "weighted_stated", "--out", str(out), "--no-budget"])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    # majority is not in the list yet every method is paired with it: weighted_stated wins q0 only.
+    stated = res["methods"]["weighted_stated"]
+    assert stated["vs_majority"]["diff"] == pytest.approx(100 / 3, abs=1e-3)
+    assert (stated["vs_majority"]["won"], stated["vs_majority"]["lost"], stated["vs_majority"]["n"]) == (1, 0, 3)
+    assert "vs_weighted_stated" not in stated
+    # fewest_tools: q0 both right, q1 Bonn wrong where stated picks Berlin.
+    fewest = res["methods"]["fewest_tools"]["vs_weighted_stated"]
+    assert (fewest["diff"], fewest["won"], fewest["lost"]) == (pytest.approx(-100 / 3, abs=1e-3), 0, 1)
+    assert res["paired"]["against"] == ["majority", "weighted_stated"]
+    table = capsys.readouterr().out
+    assert "vs majority [95% CI] won/lost" in table and "| weighted_stated | 66.7 | 66.7 | +33.3 [" in table
+
+
+def test_first_questions_only_and_reference_must_be_a_method(pool_file, tmp_path, capsys):
+    res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority"], questions=2, out=str(tmp_path / "r.json"),
+                              budget=False))
+    assert res["n_questions"] == 2 and res["methods"]["majority"]["em"] == 50.0
+    assert main(["evaluate", "--pool", str(pool_file), "--methods", "majority", "--reference", "trace",
+                 "--out", str(tmp_path / "r.json")]) == 1
+    assert "reference 'trace' is not among the methods" in capsys.readouterr().err

@@ -100,6 +100,11 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
                         "repeat to compare, e.g. --checkpoint trace=checkpoints/wikileads "
                         "--checkpoint trace_grounded=checkpoints/wikileads-grounded")
     p.add_argument("--k", type=int, default=None, help="use the first K trajectories per question (default: all)")
+    p.add_argument("--questions", type=int, default=None,
+                   help="the pool's first N questions only (e.g. a subset for the slow LLM methods)")
+    p.add_argument("--reference", default=None, metavar="METHOD",
+                   help="also pair every method against this one (majority always is): EM difference, "
+                        "95%% bootstrap interval, questions won/lost")
     p.add_argument("--engine", default=None, help="engine spec for LLM methods: vllm, vllm:<model>, http://host:port")
     p.add_argument("--out", default=None, help="results.json path (default results.json)")
     p.add_argument("--plot", default=None, help="budget-curve PNG path")
@@ -115,7 +120,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         from trace_selector.evaluate import evaluate, format_table, load_eval_config
 
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
-                 "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
+                 "questions": a.questions, "reference": a.reference, "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
         cfg = load_eval_config(a.config, flags, a.set)
         cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]

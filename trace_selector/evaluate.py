@@ -22,6 +22,11 @@ random size-k subsets of each question's trajectories, drawn once with `seed` an
 methods (k >= K has a single subset). The oracle line is the unbiased pass@k. LLM methods join the
 curve only with `budget_llm` (each subset is a full rerun).
 
+Paired statistics: every scored method is compared question by question with majority vote (and,
+with `reference`, with that method too): the mean EM difference, its 95% percentile-bootstrap
+interval over questions (`bootstrap` resamples, seeded by `seed`) and the questions won and lost
+(`paired.py`). Majority vote is computed for this even when it is not in the method list.
+
 A method that cannot run (no log-probs, no stated confidence, no checkpoint, no LLM engine) appears
 in results.json as ``{"skipped": reason}``; it is never scored as wrong.
 """
@@ -46,6 +51,7 @@ from trace_selector.baselines.pick import Method, Pick
 from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS, MODEL_METHODS
 from trace_selector.config import dump_config, load_config, to_dict
 from trace_selector.errors import InputError
+from trace_selector.paired import BOOTSTRAP_RESAMPLES, Paired, paired_difference
 from trace_selector.records import Pool, QuestionGroup
 
 DEFAULT_METHODS: tuple[str, ...] = (
@@ -66,6 +72,8 @@ class EvalConfig:
     checkpoint: str | list[str] | None = None
     """Selector checkpoints, each ``NAME=PATH`` (a row named NAME) or a bare PATH (named ``trace``);
     PATH is a folder or Hub id. ``trace`` in `methods` expands to all of them, in this order."""
+    questions: int | None = None
+    """Score the pool's first N questions only (pool order); None = all."""
     k: int | None = None
     """Trajectories per question to use (first k by sample_id); None = all."""
     engine: str = "vllm"
@@ -91,6 +99,11 @@ class EvalConfig:
     encoder_threads: int | None = None
     """CPU threads of ``trace``'s text encoder (None: `threads` for the torch runtimes, every core for
     onnx). Encoding a cold pool is the one step that gains from both cores of a 2-core machine."""
+    reference: str | None = None
+    """A method every other method is also paired against (besides majority), e.g. ``trace``; it must be
+    in `methods`."""
+    bootstrap: int = BOOTSTRAP_RESAMPLES
+    """Resamples of the questions behind each paired interval."""
     confidence: ConfidenceConfig = field(default_factory=ConfidenceConfig)
     """DeepConf token-confidence settings (``weighted_token``)."""
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -112,6 +125,8 @@ class EvalConfig:
             raise ValueError("no methods given")
         if len(set(self.methods)) != len(self.methods):
             raise ValueError("a method is listed twice")
+        if self.questions is not None and self.questions < 1:
+            raise ValueError(f"questions must be >= 1, got {self.questions}")
         if self.k is not None and self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.threads is not None and self.threads < 1:
@@ -123,6 +138,10 @@ class EvalConfig:
 
             if self.encoder_runtime not in ENCODER_RUNTIMES:
                 raise ValueError(f"encoder_runtime must be one of {', '.join(ENCODER_RUNTIMES)}, got {self.encoder_runtime!r}")
+        if self.reference is not None and self.reference not in self.methods:
+            raise ValueError(f"reference {self.reference!r} is not among the methods ({', '.join(self.methods)})")
+        if self.bootstrap < 1:
+            raise ValueError(f"bootstrap must be >= 1, got {self.bootstrap}")
         if self.budget_subsets < 1:
             raise ValueError(f"budget_subsets must be >= 1, got {self.budget_subsets}")
 
@@ -364,7 +383,7 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(cfg.threads)
-    groups = restrict(pool.groups, cfg.k)
+    groups = restrict(pool.groups[:cfg.questions], cfg.k)
     k = cfg.k or max((len(g.trajectories) for g in groups), default=0)
     methods, skipped, engine = build_methods(cfg, pool)
     runs: dict[str, MethodRun] = {}
@@ -410,9 +429,35 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
             results["methods"][name]["selector_method"] = method.selector.method
     if engine is not None and hasattr(engine, "info"):
         results["engine"] = engine.info()
+    add_paired(cfg, results, groups, runs)
 
     write_outputs(cfg, results, groups, runs)
     return results
+
+
+def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup],
+               runs: dict[str, MethodRun]) -> None:
+    """``vs_majority`` (and ``vs_<reference>``) paired differences on every scored method's entry."""
+    def em(run: MethodRun) -> list[float]:
+        return [score_pick(g, p)[0] for g, p in zip(groups, run.picks)]
+
+    if not groups:
+        return
+    majority = runs.get("majority")
+    if majority is None:  # cheap and deterministic, so pairing never depends on the method list
+        from trace_selector.baselines.registry import build_fast
+
+        majority = MethodRun(build_fast("majority").select(groups), 0.0)
+    against = {"majority": em(majority)}
+    if cfg.reference is not None and cfg.reference in runs:
+        against[cfg.reference] = em(runs[cfg.reference])
+    results["paired"] = {"against": list(against), "bootstrap": cfg.bootstrap, "seed": cfg.seed, "interval": 0.95}
+    for name, run in runs.items():
+        mine = em(run)
+        for other, theirs in against.items():
+            if other != name:
+                pair = paired_difference(mine, theirs, resamples=cfg.bootstrap, seed=cfg.seed)
+                results["methods"][name][f"vs_{other}"] = pair.to_dict()
 
 
 def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup], runs: dict[str, MethodRun]) -> None:
@@ -465,18 +510,21 @@ def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str
 
 
 def format_table(results: dict[str, Any]) -> str:
-    """Markdown table: method, EM, F1, questions/s, tokens in/out, notes."""
+    """Markdown table: method, EM, F1, paired differences, questions/s, tokens in/out, notes."""
+    against = results.get("paired", {}).get("against", [])
+    pair_heads = "".join(f" vs {a} [95% CI] won/lost |" for a in against)
     lines = [
         f"pool {results['pool']}: {results['n_questions']} questions, k={results['k']}, "
         f"oracle pass@k {results['oracle_pass_at_k']:.1f}%",
         "",
-        "| method | EM | F1 | questions/s | tokens in | tokens out | notes |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        f"| method | EM | F1 |{pair_heads} questions/s | tokens in | tokens out | notes |",
+        "|---|---:|---:|" + "---:|" * len(against) + "---:|---:|---:|---|",
     ]
     for name, r in results["methods"].items():
         if "skipped" in r:
-            lines.append(f"| {name} | - | - | - | - | - | skipped: {r['skipped']} |")
+            lines.append(f"| {name} | - | - |" + " - |" * len(against) + f" - | - | - | skipped: {r['skipped']} |")
             continue
+        pairs = "".join(f" {Paired(**r[f'vs_{a}']).to_text() if f'vs_{a}' in r else '-'} |" for a in against)
         notes = []
         if r["parse_failures"]:
             notes.append(f"{r['parse_failures']} parse failures")
@@ -493,5 +541,5 @@ def format_table(results: dict[str, Any]) -> str:
         if r.get("selector_method", name) != name:
             notes.append(f"checkpoint is a {r['selector_method']} selector")
         qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
-        lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} | {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
+        lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} |{pairs} {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
     return "\n".join(lines)
