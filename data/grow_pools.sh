@@ -16,8 +16,11 @@ py=${PYTHON:-python}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-0-1} VLLM_CPU_NUM_OF_RESERVED_CPU=${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
-train() { "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split train --limit "$1" \
+# A stage that dies (an engine crash, an OOM kill) is retried from its shard; a bad command line fails
+# the same way every time, so three failures in a row end the script.
+retry() { for attempt in 1 2 3; do "$@" && return 0; echo "stage failed (attempt $attempt): $*" >&2; sleep 10; done; return 1; }
+train() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split train --limit "$1" \
             --k 8 --out "$out/wikileads-train.jsonl.gz" "${@:2}"; }
-sealed() { "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split test --offset 300 \
+sealed() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split test --offset 300 \
              --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
 train 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1400 "$@"; sealed 500 "$@"
