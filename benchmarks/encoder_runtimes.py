@@ -6,8 +6,11 @@ the switch does to the selector's picks (identical picks, EM, EM difference agai
 
 Every runtime starts cold (a memory-only cache, model loaded before the clock starts) and encodes the
 same distinct texts, those of the pool's graphs under the checkpoint's graph options, in one call;
-the selector then scores the pool from those vectors. A fast runtime is fit to be the default when
-its picks agree with fp32 torch on at least 99% of questions and its EM is within 0.5 points (issue 13).
+the selector then scores the pool from those vectors. A pick is the answer a selector returns, so
+agreement counts questions whose picked answers are the same after normalisation; the share of
+identical picked trajectories is shown too (two trajectories with one answer are interchangeable).
+A fast runtime is fit to be the default when its answers agree with fp32 torch on at least 99% of
+questions and its EM is within 0.5 points (issue 13).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trace_selector.graph import build_graphs
     from trace_selector.hub import load_selector
+    from trace_selector.answers import normalize_answer
     from trace_selector.records import Pool, read_pool
     from trace_selector.selector import graph_options, make_encoder, score_graphs, selections_from_scores
 
@@ -65,16 +69,20 @@ def main(argv: list[str] | None = None) -> int:
                      "picks": {q: s.sample_id for q, s in picks.items()}})
         print(f"  {runtime}: {enc.last.encoded} texts in {encode_s:.1f}s (load/export {load_s:.1f}s), EM {em:.2f}")
 
+    answer = {(g.question_id, t.sample_id): normalize_answer(t.answer) for g in pool.groups for t in g.trajectories}
     ref = rows[0]
-    print(f"\n{'runtime':<11} {'texts/s':>8} {'x ' + ref['runtime']:>9} {'same picks':>11} {'EM':>6} {'dEM':>6}  default-fit")
+    n = max(len(ref["picks"]), 1)
+    print(f"\n{'runtime':<11} {'texts/s':>8} {'x ' + ref['runtime']:>9} {'same answer':>12} {'same traj':>10} "
+          f"{'EM':>6} {'dEM':>6}  default-fit")
     table = []
     for r in rows:
-        same = sum(r["picks"].get(q) == s for q, s in ref["picks"].items()) / max(len(ref["picks"]), 1)
+        same_traj = sum(r["picks"].get(q) == s for q, s in ref["picks"].items()) / n
+        same = sum(answer.get((q, r["picks"].get(q))) == answer[(q, s)] for q, s in ref["picks"].items()) / n
         d_em = r["em"] - ref["em"]
         fit = same >= AGREE_MIN and abs(d_em) <= EM_TOLERANCE
         print(f"{r['runtime']:<11} {r['texts_per_s']:>8.1f} {r['texts_per_s'] / ref['texts_per_s']:>9.2f} "
-              f"{100 * same:>10.1f}% {r['em']:>6.2f} {d_em:>+6.2f}  {'yes' if fit else 'no'}")
-        table.append(r | {"same_picks": same, "d_em": d_em, "fit": fit})
+              f"{100 * same:>11.1f}% {100 * same_traj:>9.1f}% {r['em']:>6.2f} {d_em:>+6.2f}  {'yes' if fit else 'no'}")
+        table.append(r | {"same_answers": same, "same_trajectories": same_traj, "d_em": d_em, "fit": fit})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"pool": a.pool, "threads": a.threads, "rows": table}, f, indent=1)
