@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     from trace_selector.graph import build_graphs
     from trace_selector.hub import load_selector
     from trace_selector.records import Pool, read_pool
-    from trace_selector.selector import graph_options, make_encoder, score_graphs, selections_from_scores
+    from trace_selector.graph import graph_options
+    from trace_selector.graph.encoder import make_encoder
+    from trace_selector.selector import score_graphs, selections_from_scores
 
     torch.set_num_threads(a.threads)
     pool = read_pool(a.pool)

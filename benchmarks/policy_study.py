@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from trace_selector.records import read_pool
+from trace_selector.records.summary import summarize
 from trace_selector.rollout.runner import load_rollout_config, run_rollout
-from trace_selector.summary import summarize
 
 MIN_MAJORITY = 0.15
 MIN_ORACLE = 0.40

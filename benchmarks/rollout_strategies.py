@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trace_selector.answers import exact_match, pass_at_k
 from trace_selector.records import read_meta, read_pool
+from trace_selector.records.answers import exact_match, pass_at_k
 from trace_selector.rollout.runner import RolloutConfig, load_rollout_config, run_rollout
 
 

@@ -17,12 +17,13 @@ from collections import Counter
 
 import torch
 
-from trace_selector.answers import normalize_answer
 from trace_selector.config import load_config
 from trace_selector.graph import build_graphs
+from trace_selector.graph.encoder import BagOfWordsEncoder
 from trace_selector.hub import load_selector
+from trace_selector.records.answers import normalize_answer
+from trace_selector.records.synthetic import SyntheticConfig, make_pool
 from trace_selector.selector import graph_options, score_graphs, selections_from_scores
-from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
 from trace_selector.train import ABLATIONS, PoolDataModule, TrainConfig, is_val_question, train
 
 

@@ -63,7 +63,8 @@ RUNS = [
 
 @pytest.mark.parametrize("strategy,extra", RUNS, ids=["standard", "divinit", "partial", "replicas", "browsing"])
 def test_strategy_end_to_end(engine, setting, tmp_path, strategy, extra):
-    from trace_selector.records import read_meta, read_pool, summarize_pool
+    from trace_selector.records import read_meta, read_pool
+    from trace_selector.records.summary import summarize_pool
     from trace_selector.rollout.runner import load_rollout_config, run_rollout
 
     # Short turns keep the module under a few minutes on 2 cores: no <think>, two tool turns.

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from trace_selector.aggagent_rollouts import question_id
 from trace_selector.cli import main
 from trace_selector.errors import FormatError
 from trace_selector.records import read_pool
+from trace_selector.records.aggagent import question_id
 
 Q1 = "Which city is the capital of France?"
 Q2 = "Which river flows through Berlin?"

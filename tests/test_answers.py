@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from trace_selector.answers import any_correct, exact_match, f1_score, normalize_answer, pass_at_k
+from trace_selector.records.answers import any_correct, exact_match, f1_score, normalize_answer, pass_at_k
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_normalize_matches_per_character_reference():
     # point class that occurs in pool text (ASCII, Latin-1, quotes, dashes, symbols, CJK, emoji).
     import unicodedata
 
-    from trace_selector.answers import _ARTICLES, _is_punct
+    from trace_selector.records.answers import _ARTICLES, _is_punct
 
     def reference(text: str) -> str:
         text = unicodedata.normalize("NFKC", text).lower()

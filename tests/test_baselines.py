@@ -5,16 +5,11 @@ from __future__ import annotations
 import pytest
 
 from trace_selector.baselines.heuristics import Oracle, ToolCount, tool_calls
-from trace_selector.baselines.pick import vote
 from trace_selector.baselines.registry import ALL_METHODS, build_fast
-from trace_selector.baselines.voting import (
-    Majority,
-    Single,
-    grounded_vote,
-    stated_confidence_vote,
-)
+from trace_selector.baselines.voting import Majority, Single, grounded_vote, stated_confidence_vote
 from trace_selector.evaluate import score_pick
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
+from trace_selector.records.answers import vote
 
 
 def traj(sid, answer, n_search=0, conf=None, lps=None, final_lps=None, invalid=0, qid="q"):

@@ -20,10 +20,10 @@ from trace_selector.baselines.confidence import (
     token_signal,
     trajectory_confidence,
 )
-from trace_selector.baselines.pick import Pick
 from trace_selector.baselines.registry import build_fast
 from trace_selector.baselines.voting import Majority
 from trace_selector.records import QuestionGroup, Step, Trajectory
+from trace_selector.records.pick import Pick
 
 
 def lp_traj(sid, answer, lps):

@@ -10,8 +10,8 @@ from torch_geometric.data import Batch
 
 from model_graphs import one_thread, toy_graph
 from trace_selector.errors import InputError
-from trace_selector.model.layers import scatter_mean
 from trace_selector.model import AnswerQFormer, ModelConfig, RelationalMeanConv, SelectorNet, TypeEncoder
+from trace_selector.model.layers import scatter_mean
 from trace_selector.model.qformer import group_softmax, match_pairs
 
 
@@ -232,7 +232,8 @@ def test_config_from_json_strict_unknown_and_defaults_for_missing():
 @pytest.mark.parametrize("options", [{}, {"cross_edges": False}, {"merge_evidence": True}, {"merge_answers": True}])
 def test_builder_graphs_under_every_graph_option(options):
     from trace_selector.graph import GraphOptions, build_graphs
-    from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
+    from trace_selector.graph.encoder import BagOfWordsEncoder
+    from trace_selector.records.synthetic import make_pool, SyntheticConfig
 
     pool = make_pool(SyntheticConfig(questions=4, k=6))
     graphs, _ = build_graphs(pool, BagOfWordsEncoder(8), GraphOptions(kind="webqa", **options))

@@ -26,12 +26,12 @@ from trace_selector.records import (
     parse_search_result,
     read_meta,
     read_pool,
-    summarize_pool,
     trajectory_from_dict,
     trajectory_to_dict,
     write_meta,
     write_pool,
 )
+from trace_selector.records.summary import summarize_pool
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from trace_selector.records import Pool, PoolMeta, QuestionGroup, Step, Trajectory
-from trace_selector.summary import majority_answer, summarize
+from trace_selector.records.answers import vote
+from trace_selector.records.summary import summarize
 
 
 def _group(qid: str, answers: list[str], gold: list[str], correct: list[bool | None] | None = None) -> QuestionGroup:
@@ -19,8 +20,8 @@ def _group(qid: str, answers: list[str], gold: list[str], correct: list[bool | N
 
 def test_majority_ties_go_to_first_seen_and_empty_answers_do_not_vote():
     g = _group("a", ["", "Kyiv", "bucharest", "Bucharest.", "kyiv", ""], ["Bucharest"])
-    assert majority_answer(g.trajectories).sample_id == 1  # kyiv 2, bucharest 2: kyiv seen first
-    assert majority_answer(_group("b", ["", " "], []).trajectories) is None
+    assert vote(g.trajectories)[0].sample_id == 1  # kyiv 2, bucharest 2: kyiv seen first
+    assert vote(_group("b", ["", " "], []).trajectories)[0] is None
 
 
 def test_summary_figures():

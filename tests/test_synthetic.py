@@ -7,8 +7,9 @@ from collections import Counter
 import pytest
 import torch
 
+from trace_selector.graph.encoder import BagOfWordsEncoder
 from trace_selector.records import trajectory_from_dict, trajectory_to_dict
-from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool, make_question
+from trace_selector.records.synthetic import SyntheticConfig, make_pool, make_question
 
 
 def test_deterministic_by_seed_and_index():

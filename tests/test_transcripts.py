@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trace_selector.transcripts import (
+from trace_selector.records.transcripts import (
     TranscriptError,
     extract_answer,
     extract_confidence,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trace_selector import wikileads as wl
-from trace_selector.answers import normalize_answer
+from trace_selector.records.answers import normalize_answer
 from trace_selector.search.urls import wiki_url
 
 ARTICLES = [

@@ -8,7 +8,8 @@ import pytest
 from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, Q, search_then_answer
 
 from trace_selector.errors import FormatError, InputError
-from trace_selector.records import Trajectory, read_meta, read_pool, summarize_pool
+from trace_selector.records import Trajectory, read_meta, read_pool
+from trace_selector.records.summary import summarize_pool
 from trace_selector.rollout.agent import SearchTools
 from trace_selector.rollout.runner import RolloutConfig, load_rollout_config, run_rollout
 from trace_selector.rollout.writer import CHECKPOINT, ShardWriter, shard_path

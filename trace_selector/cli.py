@@ -29,7 +29,7 @@ def _validate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.records import summarize_pool
+        from trace_selector.records.summary import summarize_pool
 
         summary = summarize_pool(a.pool)
         print(summary.to_json() if a.json else summary.to_text())

@@ -37,16 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_selector.answers import exact_match, f1_score, pass_at_k
 from trace_selector.atomic import atomic_write
 from trace_selector.baselines.confidence import ConfidenceConfig
-from trace_selector.baselines.heuristics import is_correct
 from trace_selector.baselines.llm import LLMConfig
-from trace_selector.baselines.pick import Method, Pick
+from trace_selector.baselines.pick import Method
 from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS, MODEL_METHODS
 from trace_selector.config import dump_config, load_config, to_dict
 from trace_selector.errors import InputError
 from trace_selector.records import Pool, QuestionGroup
+from trace_selector.records.answers import exact_match, f1_score, is_correct, pass_at_k
+from trace_selector.records.pick import Pick
 
 DEFAULT_METHODS: tuple[str, ...] = (
     "single", "majority", "weighted_stated", "weighted_token", "fewest_tools", "most_tools", "trace",
@@ -174,7 +174,7 @@ def score_pick(group: QuestionGroup, pick: Pick) -> tuple[float, float]:
     if group.golden_answers:
         return exact_match(pick.answer, group.golden_answers), f1_score(pick.answer, group.golden_answers)
     traj = by_id.get(pick.sample_id) if pick.sample_id is not None else None
-    ok = float(traj is not None and is_correct(group, traj))
+    ok = float(traj is not None and bool(is_correct(traj, group.golden_answers)))
     return ok, ok
 
 
@@ -292,7 +292,7 @@ def oracle_at(groups: Sequence[QuestionGroup], k: int) -> float:
     for g in groups:
         n = len(g.trajectories)
         if n:
-            c = sum(1 for t in g.trajectories if is_correct(g, t))
+            c = sum(1 for t in g.trajectories if is_correct(t, g.golden_answers))
             total += pass_at_k(n, c, min(k, n))
     return 100.0 * total / max(1, len(groups))
 

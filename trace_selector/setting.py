@@ -30,7 +30,8 @@ from typing import Any
 
 from trace_selector.errors import FormatError, InputError
 from trace_selector.paths import setting_dir
-from trace_selector.search.corpus import file_sha256, iter_jsonl, string_field, write_jsonl
+from trace_selector.records.files import iter_jsonl
+from trace_selector.search.corpus import file_sha256, string_field, write_jsonl
 
 BUNDLED = ("wikileads",)
 """Settings that `prepare` can build from installed packages."""

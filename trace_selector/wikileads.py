@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trace_selector.answers import normalize_answer
 from trace_selector.errors import InputError
+from trace_selector.records.answers import normalize_answer
 from trace_selector.search.corpus import Passage
 from trace_selector.search.pages import Page
 from trace_selector.search.urls import wiki_url

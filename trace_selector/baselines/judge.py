@@ -25,9 +25,11 @@ from typing import Literal
 from trace_selector.baselines import prompts
 from trace_selector.baselines.aggregators import Aggregator, candidates_of
 from trace_selector.baselines.llm import Chat
-from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.baselines.render import render_transcript
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, vote
+from trace_selector.records.pick import Pick
 
 JudgeRule = Literal["global", "first_valid", "top_k"]
 RULE_NAMES: dict[str, str] = {"global": "judge_gs", "first_valid": "judge_fves", "top_k": "judge_tks"}

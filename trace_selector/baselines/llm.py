@@ -25,9 +25,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trace_selector.answers import f1_score, normalize_answer
 from trace_selector.errors import InputError
 from trace_selector.records import Trajectory
+from trace_selector.records.answers import f1_score, normalize_answer
 from trace_selector.rollout.generation import Engine, GenRequest
 
 

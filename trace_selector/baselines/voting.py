@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trace_selector.baselines.confidence import ConfidenceConfig, DeepConfVote, deepconf_vote
-from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
-from trace_selector.evidence import is_grounded
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, vote
+from trace_selector.records.evidence import is_grounded
+from trace_selector.records.pick import Pick
 
 
 class Single:

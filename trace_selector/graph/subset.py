@@ -28,9 +28,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from trace_selector.answers import normalize_answer
 from trace_selector.errors import InputError
 from trace_selector.graph.plan import MENTIONS
+from trace_selector.records.answers import normalize_answer
 
 
 def _as_index(keep: Sequence[int] | Tensor, n: int) -> Tensor:

@@ -14,23 +14,17 @@ distractor trajectories also retrieve it, some questions share a misleading dist
 have the gold answer as the majority, and a few have no correct trajectory at all.
 
     pool = make_pool(SyntheticConfig(questions=300, k=8, seed=0))
-    enc = BagOfWordsEncoder(dim=128)        # words -> fixed random vectors, summed; loads nothing
+    enc = make_encoder("bow", 128)          # graph/encoder.py: words -> fixed random vectors, summed
 
 Everything is deterministic given the config (string-seeded `random.Random` per question).
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-import torch
-
-from trace_selector.records import Document, Pool, PoolMeta, QuestionGroup, Step, Trajectory
+from trace_selector.records.trajectory import Document, Pool, PoolMeta, QuestionGroup, Step, Trajectory
 
 _ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "kr", "st", "th", "sh"]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ei"]
@@ -194,45 +188,3 @@ def make_pool(cfg: SyntheticConfig) -> Pool:
     groups = [make_question(cfg, i) for i in range(cfg.offset, cfg.offset + cfg.questions)]
     meta = PoolMeta(setting="synthetic", strategy="standard", seed=cfg.seed, extra={"synthetic": vars(cfg).copy()})
     return Pool(groups=groups, meta=meta, path=f"synthetic(seed={cfg.seed}, offset={cfg.offset})")
-
-
-_TOKEN = re.compile(r"\w+")
-
-
-@dataclass(slots=True)
-class BagOfWordsEncoder:
-    """Deterministic text encoder for synthetic pools: the normalised sum of fixed random word vectors.
-
-    Unlike a whole-text hash, texts sharing words get similar vectors (an answer and a chunk that
-    states it), which is the one property the synthetic task needs from a real sentence encoder.
-    """
-
-    dim_: int = 128
-    """Embedding width."""
-    _table: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def dim(self) -> int:
-        return self.dim_
-
-    @property
-    def identity(self) -> str:
-        return f"bow-{self.dim_}"
-
-    def _vector(self, word: str) -> np.ndarray:
-        vec = self._table.get(word)
-        if vec is None:
-            seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
-            vec = np.random.default_rng(seed).standard_normal(self.dim_).astype(np.float32)
-            self._table[word] = vec
-        return vec
-
-    def encode(self, texts: Sequence[str]) -> torch.Tensor:
-        out = np.zeros((len(texts), self.dim_), np.float32)
-        for i, text in enumerate(texts):
-            for word in _TOKEN.findall(text.lower()):
-                out[i] += self._vector(word)
-            norm = np.linalg.norm(out[i])
-            if norm > 0:
-                out[i] /= norm
-        return torch.from_numpy(out)

@@ -1,7 +1,7 @@
 """What is in a rollout pool: sizes, answer coverage, steps, and how good voting and the oracle are.
 
 `trace-selector validate POOL` reads the pool with every check of `trace_selector.records` and prints
-`PoolSummary.to_text()` (or ``--json``). Accuracy figures use `trace_selector.answers` exact match
+`PoolSummary.to_text()` (or ``--json``). Accuracy figures use `answers.is_correct`: exact match
 against the gold aliases; a question without gold is scored from the stored ``correct`` flags instead
 (browsing pools), and a question with neither is left out of the accuracy figures.
 
@@ -25,10 +25,12 @@ from dataclasses import asdict, dataclass, field, fields
 from statistics import mean
 from typing import Any
 
-from trace_selector.answers import exact_match, normalize_answer
-from trace_selector.evidence import evidence_words, mentions
-from trace_selector.records import ACTIONS, Pool, PoolMeta, QuestionGroup, Trajectory
-from trace_selector.recordfile import pool_format
+from pathlib import Path
+
+from trace_selector.records.answers import is_correct, normalize_answer, vote
+from trace_selector.records.evidence import evidence_words, mentions
+from trace_selector.records.files import pool_format, read_pool
+from trace_selector.records.trajectory import ACTIONS, Pool, PoolMeta, QuestionGroup
 
 
 @dataclass(slots=True)
@@ -119,29 +121,15 @@ class PoolSummary:
         return "\n".join(lines)
 
 
-def _correct(t: Trajectory, golden: list[str]) -> float | None:
-    if golden:
-        return exact_match(t.answer, golden)
-    return None if t.correct is None else float(t.correct)
-
-
-def majority_answer(trajectories: list[Trajectory]) -> Trajectory | None:
-    """Majority-vote winner with the same tie rule as the `majority` baseline, so `validate` and
-    `evaluate` never disagree on a pool (imported late: baselines import records, which imports us)."""
-    from trace_selector.baselines.pick import vote
-
-    return vote(trajectories)[0]
-
-
 def _score(group: QuestionGroup) -> tuple[float, float, float, bool] | None:
     """(single, majority, oracle, mixed) of one question, or None if some trajectory is unscorable."""
-    marks = [_correct(t, group.golden_answers) for t in group.trajectories]
+    marks = [is_correct(t, group.golden_answers) for t in group.trajectories]
     if any(m is None for m in marks):
         return None
-    winner = majority_answer(group.trajectories)
-    vote = 0.0 if winner is None else marks[group.trajectories.index(winner)]
+    winner = vote(group.trajectories)[0]  # the `majority` baseline's vote: validate and evaluate agree
+    majority = 0.0 if winner is None else float(marks[group.trajectories.index(winner)])
     hits = sum(marks)
-    return hits / len(marks), vote, float(hits > 0), 0 < hits < len(marks)
+    return hits / len(marks), majority, float(hits > 0), 0 < hits < len(marks)
 
 
 def gold_in_evidence(pool: Pool) -> float | None:
@@ -197,3 +185,8 @@ def summarize(pool: Pool) -> PoolSummary:
         mixed_per_hour=per_hour,
         meta=meta,
     )
+
+
+def summarize_pool(path: str | Path) -> PoolSummary:
+    """Read and check a pool, then summarise it; `FormatError` if bad."""
+    return summarize(read_pool(path))

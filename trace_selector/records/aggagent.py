@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_selector.errors import FormatError
-from trace_selector.transcripts import extract_answer
+from trace_selector.records.transcripts import extract_answer
 
 JSON_FIELDS = ("metadata", "instance", "cost", "messages", "debug_data", "auto_judge")
 """Columns the published Parquet stores as JSON strings."""

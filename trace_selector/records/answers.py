@@ -4,6 +4,14 @@ Normalisation follows the SQuAD / HotpotQA evaluation scripts: lowercase, drop p
 articles a/an/the, collapse whitespace. An empty prediction (or one that normalises to nothing) is
 never correct. Token F1 has no yes/no special case. Gold answers are a list of aliases; each metric
 takes the best alias.
+
+The one correctness rule (`is_correct`): exact match against the gold aliases; without gold (browsing
+pools that carry only a judged ``correct`` flag) the stored flag; None when a trajectory has neither.
+
+The one vote (`vote`), used by every voting baseline and by `validate`, so they never disagree on a
+pool: answers are grouped by `normalize_answer`; the group with the largest total weight wins;
+among tied groups, the one whose first member has the smallest `sample_id` wins, and the returned
+trajectory is that first member. Trajectories whose answer normalises to "" never vote.
 """
 
 from __future__ import annotations
@@ -15,7 +23,12 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
+from trace_selector.records.trajectory import Trajectory
+
 _PUNCT = set(string.punctuation)
+# Vote totals within this distance count as tied, so float sums of equal weights in a different order
+# (0.1 + 0.2 vs 0.2 + 0.1) do not break ties arbitrarily.
+TIE_EPS = 1e-9
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -103,3 +116,43 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def any_correct(predictions: Sequence[str], golden_answers: str | Sequence[str]) -> float:
     """Oracle over a set of predictions: 1.0 if any of them is an exact match."""
     return float(any(exact_match(p, golden_answers) for p in predictions))
+
+
+def is_correct(traj: Trajectory, golden_answers: Sequence[str] = ()) -> bool | None:
+    """Exact match of the trajectory's answer against `golden_answers` (else its own gold aliases);
+    without gold, the pool's stored `correct`; None when neither says."""
+    gold = list(golden_answers) or traj.golden_answers
+    if gold:
+        return bool(exact_match(traj.answer, gold))
+    return traj.correct
+
+
+def has_answer(traj: Trajectory) -> bool:
+    """True if the trajectory's answer is non-empty after normalisation."""
+    return bool(normalize_answer(traj.answer))
+
+
+def vote(trajs: Sequence[Trajectory], weights: Sequence[float] | None = None) -> tuple[Trajectory | None, dict[str, float]]:
+    """Weighted vote over normalised answers with the module's tie rule.
+
+    Returns the winning group's first trajectory (by sample_id) or None when no trajectory answered,
+    and the total weight per normalised answer.
+    """
+    if weights is None:
+        weights = [1.0] * len(trajs)
+    if len(weights) != len(trajs):
+        raise ValueError(f"{len(weights)} weights for {len(trajs)} trajectories")
+    totals: dict[str, float] = {}
+    first: dict[str, Trajectory] = {}
+    for traj, w in sorted(zip(trajs, weights), key=lambda tw: tw[0].sample_id):
+        key = normalize_answer(traj.answer)
+        if not key:
+            continue
+        totals[key] = totals.get(key, 0.0) + float(w)
+        first.setdefault(key, traj)
+    if not totals:
+        return None, totals
+    best = max(totals.values())
+    tied = [k for k, v in totals.items() if v >= best - TIE_EPS]
+    winner = min(tied, key=lambda k: first[k].sample_id)
+    return first[winner], totals

@@ -11,8 +11,8 @@ ones). The graph builders turn this into answer-node features, and `grounded_vot
 
 from __future__ import annotations
 
-from trace_selector.answers import normalize_answer
-from trace_selector.records import Document, Trajectory
+from trace_selector.records.answers import normalize_answer
+from trace_selector.records.trajectory import Document, Trajectory
 
 
 def passage_text(doc: Document) -> str:
