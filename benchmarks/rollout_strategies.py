@@ -103,7 +103,7 @@ def main() -> None:
         engine = make_engine("vllm", model=model, max_model_len=a.max_context, seed=0)
         start = round(time.perf_counter() - t0, 1)
         if toolbox is None:  # after the first engine: bm25s/numba must load after vLLM
-            from trace_selector.setting import load_setting
+            from trace_selector.search.setting import load_setting
 
             setting = load_setting(a.setting)
             if a.agent_kind == "browsing":

@@ -10,7 +10,15 @@ from trace_selector.cli import main
 from trace_selector.errors import FormatError, InputError
 from trace_selector.search.bm25 import build_index
 from trace_selector.search.corpus import Passage, write_corpus
-from trace_selector.setting import Question, index_dir, load_setting, prepare, read_questions, summary, write_questions
+from trace_selector.search.setting import (
+    Question,
+    index_dir,
+    load_setting,
+    prepare,
+    read_questions,
+    summary,
+    write_questions,
+)
 
 
 def _standard(folder):

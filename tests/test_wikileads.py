@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trace_selector import wikileads as wl
 from trace_selector.records.answers import normalize_answer
+from trace_selector.search import wikileads as wl
 from trace_selector.search.urls import wiki_url
 
 ARTICLES = [
@@ -95,7 +95,7 @@ def test_splits_are_about_70_15_15():
 
 @pytest.mark.slow
 def test_full_prepare_is_byte_identical_and_idempotent(tmp_path):
-    from trace_selector.setting import load_setting, prepare
+    from trace_selector.search.setting import load_setting, prepare
 
     first = prepare("wikileads", out=tmp_path / "a")
     second = prepare("wikileads", out=tmp_path / "b", force=True)

@@ -49,7 +49,7 @@ def _data(p: argparse.ArgumentParser) -> Handler:
     summ.add_argument("--dir", type=Path, default=None, help="prepared folder (default: the cache)")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector import setting
+        from trace_selector.search import setting
 
         if a.action == "prepare":
             report = setting.prepare(a.setting, out=a.out, force=a.force)
@@ -83,7 +83,7 @@ def _search(p: argparse.ArgumentParser) -> Handler:
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.search.bm25 import BM25Index, format_results
-        from trace_selector.setting import index_dir
+        from trace_selector.search.setting import index_dir
 
         index = BM25Index.load(a.index or index_dir(a.setting))
         print(format_results(index.search(a.query, a.k)))

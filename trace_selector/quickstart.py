@@ -141,7 +141,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     live = None
     if cfg.live_questions:
         start = time.perf_counter()
-        from trace_selector import setting
+        from trace_selector.search import setting
 
         print(setting.prepare(cfg.setting), flush=True)
         _stage("prepare the setting", timings, start)

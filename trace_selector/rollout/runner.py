@@ -169,7 +169,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
     setting = None
     if questions is None or toolbox is None:
-        from trace_selector.setting import load_setting
+        from trace_selector.search.setting import load_setting
 
         setting = load_setting(cfg.setting)
     if questions is None:

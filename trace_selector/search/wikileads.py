@@ -15,7 +15,7 @@ Everything here is a pure function of the article list, so two runs give the sam
 - `split_of`: train/dev/test by a hash of the article title (70/15/15), so all questions about one
   article share a split.
 
-Run through `trace-selector data prepare --setting wikileads` (trace_selector.setting.prepare).
+Run through `trace-selector data prepare --setting wikileads` (trace_selector.search.setting.prepare).
 """
 
 from __future__ import annotations
