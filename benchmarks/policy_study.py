@@ -81,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
-    from trace_selector.rollout.engine import make_engine
+    from trace_selector.engines import make_engine
 
     rows = []
     for model in args.models.split(","):

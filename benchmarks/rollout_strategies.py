@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value RolloutConfig overrides for every run")
     a = ap.parse_args()
 
-    from trace_selector.rollout.engine import make_engine
+    from trace_selector.engines import make_engine
 
     parts = set(a.parts.split(","))
     models = a.models.split(",")

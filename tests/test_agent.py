@@ -107,7 +107,7 @@ def test_rollouts_are_batched_and_recorded():
     assert trajectory_from_dict(trajectory_to_dict(once)) == once
     assert once.steps[0].logprobs == pytest.approx(t.steps[0].logprobs, abs=5e-4)
     assert once.answer == t.answer and len(once.steps) == len(t.steps)
-    assert agent.accounting.llm_calls == 12 and agent.accounting.tool_calls == 6
+    assert agent.accounting.engine.requests == 12 and agent.accounting.tool_calls == 6
 
 
 def test_prompts_extend_token_identically_and_hit_the_cache():
@@ -122,7 +122,7 @@ def test_prompts_extend_token_identically_and_hit_the_cache():
     assert second.prompt_token_ids == first.prompt_token_ids + gen + obs
     assert r.steps[0].cached_tokens == 0
     cached = (len(first.prompt_token_ids) + len(gen)) // 4 * 4
-    assert agent.accounting.cached_tokens == cached
+    assert agent.accounting.engine.cached_tokens == cached
 
 
 def test_invalid_action_then_forced_answer_structured():

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trace_selector.rollout.generation import GenRequest, GenResult
+from trace_selector.engines.base import GenRequest, GenResult
 from trace_selector.search.bm25 import SearchHit
 
 EOS = 0  # chr(0) never occurs in prompts

@@ -25,7 +25,7 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def engine():
-    from trace_selector.rollout.engine import make_engine
+    from trace_selector.engines import make_engine
 
     eng = make_engine("vllm:smollm2-135m", max_model_len=2048, seed=0)
     yield eng

@@ -13,9 +13,9 @@ from trace_selector.baselines.aggregators import SolAgg, SummAgg, report_text
 from trace_selector.baselines.judge import Judge, parse_rubric
 from trace_selector.baselines.llm import Chat, LLMConfig, answer_span, match_candidate
 from trace_selector.baselines.render import render_steps
+from trace_selector.engines.base import GenResult
 from trace_selector.errors import InputError
 from trace_selector.records import QuestionGroup, Step, Trajectory
-from trace_selector.rollout.generation import GenResult
 
 
 class FakeEngine:

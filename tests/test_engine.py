@@ -7,15 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from trace_selector.engines import parse_spec
+from trace_selector.engines.base import EngineStats, GenRequest, GenResult
+from trace_selector.engines.vllm import VLLMConfig, result_from_output, sampled_logprobs
 from trace_selector.errors import InputError
-from trace_selector.rollout.engine import (
-    EngineStats,
-    VLLMConfig,
-    parse_spec,
-    result_from_output,
-    sampled_logprobs,
-)
-from trace_selector.rollout.generation import GenRequest, GenResult
 
 
 def _lp(x):
@@ -84,7 +79,7 @@ def test_stats_totals():
 
 @pytest.fixture(scope="module")
 def engine():
-    from trace_selector.rollout.engine import VLLMEngine
+    from trace_selector.engines.vllm import VLLMEngine
 
     e = VLLMEngine(max_model_len=1024, max_num_seqs=16)
     yield e
@@ -143,8 +138,8 @@ def test_prefix_cache_hits_on_repeated_prompt(engine):
 
 
 def test_deepconf_token_confidence_known_values():
-    from trace_selector.rollout.engine import top_confidences
-    from trace_selector.rollout.generation import token_confidence
+    from trace_selector.engines.vllm import top_confidences
+    from trace_selector.engines.base import token_confidence
 
     assert token_confidence([-0.5, -1.5]) == pytest.approx(1.0)
     # a grammar-forced position: one finite candidate, the rest masked to -inf -> floored at -20

@@ -10,9 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from trace_selector.errors import InputError
-from trace_selector.rollout.generation import GenRequest
-from trace_selector.rollout.server import (
+from trace_selector.engines.base import GenRequest
+from trace_selector.engines.servers import (
     Dispatcher,
     ServerConfig,
     ServerPoolEngine,
@@ -20,6 +19,7 @@ from trace_selector.rollout.server import (
     completion_payload,
     parse_completion,
 )
+from trace_selector.errors import InputError
 
 
 def _body(token_ids, logprobs, text="ok", cached=3, prompt_tokens=5):
@@ -162,7 +162,7 @@ def test_down_endpoint_error_names_url():
 
 
 def test_make_engine_server_spec_checks_endpoints():
-    from trace_selector.rollout.engine import make_engine
+    from trace_selector.engines import make_engine
 
     url = f"http://127.0.0.1:{_free_port()}"
     with pytest.raises(InputError, match=f"vLLM server {url} is not reachable"):
@@ -226,8 +226,8 @@ def test_failover_to_healthy_endpoint_and_order_kept():
 @pytest.mark.slow
 def test_real_server_matches_in_process_greedy(tmp_path):
     """One `vllm serve` and one in-process engine on SmolLM2-135M; greedy continuations agree."""
-    from trace_selector.rollout.engine import VLLMEngine
-    from trace_selector.rollout.server import serve
+    from trace_selector.engines.vllm import VLLMEngine
+    from trace_selector.engines.launch import serve
 
     port = _free_port()
     with serve("smollm2-135m", port=port, max_model_len=1024, timeout=900, log_path=tmp_path / "serve.log") as server:

@@ -12,9 +12,18 @@ from pathlib import Path
 import pytest
 
 from trace_selector.cli import main
-from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, format_table, load_eval_config, oracle_at, restrict, subset_sizes
+from trace_selector.engines.base import GenResult
+from trace_selector.evaluate import (
+    EvalConfig,
+    draw_subsets,
+    evaluate,
+    format_table,
+    load_eval_config,
+    oracle_at,
+    restrict,
+    subset_sizes,
+)
 from trace_selector.records import Pool, QuestionGroup, Trajectory
-from trace_selector.rollout.generation import GenResult
 
 
 def record(qi, gold, sid, answer, n_steps, conf, lp):
@@ -208,7 +217,7 @@ def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypa
     fake_mod = types.ModuleType("trace_selector.selector")
     fake_mod.Selector = FakeSelector
     monkeypatch.setitem(sys.modules, "trace_selector.selector", fake_mod)
-    import trace_selector.rollout.engine as engine_mod
+    import trace_selector.engines as engine_mod
 
     monkeypatch.setattr(engine_mod, "make_engine", lambda spec: ScriptEngine())
     FakeSelector.calls.clear()
@@ -229,7 +238,7 @@ def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypa
 
 
 def test_llm_methods_skipped_without_engine(pool_file, tmp_path, monkeypatch):
-    import trace_selector.rollout.engine as engine_mod
+    import trace_selector.engines as engine_mod
     from trace_selector.errors import MissingExtraError
 
     def no_vllm(spec):

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from trace_selector.engines import models
+from trace_selector.engines.models import MANIFEST, PackagedModel
 from trace_selector.errors import InputError
-from trace_selector.rollout import models
-from trace_selector.rollout.models import MANIFEST, PackagedModel
 
 
 @pytest.fixture

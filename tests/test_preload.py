@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from trace_selector.rollout import preload
+from trace_selector.engines import preload
 
 
 def test_libraries_are_existing_files():

@@ -181,12 +181,12 @@ def test_partial_saves_computed_tokens_vs_standard():
         agent = Agent(engine, SearchTools(FakeIndex(), top_k=1), AgentConfig(max_turns=3))
         ctx = StrategyContext(agent, 4, options=options)
         [group] = strategies()[name](ctx, QUESTIONS[:1], [[0, 1, 2, 3]])
-        return group, agent.accounting
+        return group, agent.accounting.engine
 
     _, std = run("standard", None)
     group, par = run("partial", PartialConfig(initial=1, top_steps=1, branches=3))
     assert [r.branch_step for r in group] == [None, 1, 1, 1]
-    assert (std.llm_calls, par.llm_calls) == (12, 9)  # branches skip the inherited first turn
+    assert (std.requests, par.requests) == (12, 9)  # branches skip the inherited first turn
     assert par.generated_tokens < std.generated_tokens
     assert par.computed_tokens < std.computed_tokens
 

@@ -145,7 +145,7 @@ def _models(p: argparse.ArgumentParser) -> Handler:
     sub.add_parser("list", help="list packaged models, their packages and prepared folders")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.rollout import models
+        from trace_selector.engines import models
 
         if a.action == "list":
             print(models.list_models())
@@ -164,7 +164,7 @@ def _serve(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for /health before giving up")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.rollout.server import serve_forever
+        from trace_selector.engines.launch import serve_forever
 
         serve_forever(a.model, port=a.port, host=a.host, max_model_len=a.max_model_len, timeout=a.timeout)
         return 0
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_libraries()
     if from_shell and args.command in ENGINE_COMMANDS:
-        from trace_selector.rollout.preload import reexec_with_preload
+        from trace_selector.engines.preload import reexec_with_preload
 
         reexec_with_preload(argv)
     try:

@@ -69,7 +69,7 @@ class EvalConfig:
     k: int | None = None
     """Trajectories per question to use (first k by sample_id); None = all."""
     engine: str = "vllm"
-    """Engine spec for LLM methods (`rollout.engine.make_engine`): ``vllm``, ``vllm:<model>``, ``http://...``."""
+    """Engine spec for LLM methods (`engines.make_engine`): ``vllm``, ``vllm:<model>``, ``http://...``."""
     plot: str | None = None
     """Budget-curve PNG path (None: no plot)."""
     per_question: str | None = None
@@ -244,7 +244,7 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
         from trace_selector.baselines.llm import Chat
 
         try:
-            from trace_selector.rollout.engine import make_engine
+            from trace_selector.engines import make_engine
 
             engine = make_engine(cfg.engine)
         except (ImportError, InputError) as err:

@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
+from trace_selector.engines.base import Engine, EngineStats, GenRequest, GenResult
 from trace_selector.errors import InputError
 from trace_selector.records import Document, Step, Trajectory
 from trace_selector.rollout import prompts
-from trace_selector.rollout.generation import Engine, GenRequest, GenResult
 
 
 @dataclass
@@ -189,32 +189,22 @@ def parse_turn(text: str, actions: tuple[str, ...], max_parallel: int = 1) -> Pa
 
 @dataclass(slots=True)
 class Accounting:
-    """Running totals of a rollout (per pool): what was computed, what the cache served, what ran."""
+    """Running totals of a rollout (per pool): the engine calls it made, counted by the engines' own
+    `EngineStats`, plus the tool calls they led to. `to_dict` keeps the pool metadata's key names."""
 
-    llm_calls: int = 0
-    generated_tokens: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
+    engine: EngineStats = field(default_factory=EngineStats)
+    """LLM calls, prompt / cached / generated tokens and seconds inside `generate`."""
     tool_calls: int = 0
     tool_seconds: float = 0.0
-    generate_seconds: float = 0.0
 
     def add_results(self, results: list[GenResult], seconds: float) -> None:
-        self.llm_calls += len(results)
-        self.generated_tokens += sum(len(r.token_ids) for r in results)
-        self.prompt_tokens += sum(r.prompt_tokens for r in results)
-        self.cached_tokens += sum(r.cached_tokens or 0 for r in results)
-        self.generate_seconds += seconds
-
-    @property
-    def computed_tokens(self) -> int:
-        """Tokens the engine actually ran through the model: uncached prompt plus generated."""
-        return self.prompt_tokens - self.cached_tokens + self.generated_tokens
+        self.engine.add(results, seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        out["computed_tokens"] = self.computed_tokens
-        return out
+        e = self.engine
+        return {"llm_calls": e.requests, "generated_tokens": e.generated_tokens, "prompt_tokens": e.prompt_tokens,
+                "cached_tokens": e.cached_tokens, "tool_calls": self.tool_calls, "tool_seconds": self.tool_seconds,
+                "generate_seconds": e.seconds, "computed_tokens": e.computed_tokens}
 
 
 # --- rollout state ----------------------------------------------------------------------------------

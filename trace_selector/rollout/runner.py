@@ -186,7 +186,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
     # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
     own_engine = engine is None and bool(todo)
     if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
-        from trace_selector.rollout.engine import make_engine
+        from trace_selector.engines import make_engine
 
         options = dict(cfg.engine_options)
         if cfg.engine.startswith("vllm"):
@@ -213,8 +213,8 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
             def on_batch(results: list[Any]) -> None:
                 secs = time.perf_counter() - t_start
-                bar.set_postfix(tok_s=f"{accounting.generated_tokens / max(secs, 1e-9):.1f}",
-                                cached=accounting.cached_tokens, refresh=False)
+                bar.set_postfix(tok_s=f"{accounting.engine.generated_tokens / max(secs, 1e-9):.1f}",
+                                cached=accounting.engine.cached_tokens, refresh=False)
                 bar.refresh()
 
             ctx.on_batch = on_batch

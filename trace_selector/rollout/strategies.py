@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from trace_selector.engines.base import GenRequest, GenResult
 from trace_selector.rollout import prompts
 from trace_selector.rollout.agent import Agent, Rollout
-from trace_selector.rollout.generation import GenRequest, GenResult
 
 
 class QuestionLike(Protocol):

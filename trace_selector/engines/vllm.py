@@ -1,4 +1,4 @@
-"""In-process vLLM engine (`VLLMEngine`) and `make_engine(spec)`, the one way the package gets an engine.
+"""In-process vLLM engine (`VLLMEngine`); `engines.make_engine(spec)` is the way the package gets one.
 
 One `LLM` per process, generating in batches from token-id prompts, with prefix caching switched on
 explicitly so branches that resume from a token-identical prefix reuse its KV cache. Every sampled
@@ -24,12 +24,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from trace_selector.engines.base import (
+    ChatTokenizerMixin,
+    EngineStats,
+    GenRequest,
+    GenResult,
+    token_confidence,
+)
+from trace_selector.engines.models import DEFAULT_MODEL, resolve
 from trace_selector.errors import InputError
-from trace_selector.rollout.generation import Engine, GenRequest, GenResult, token_confidence
-from trace_selector.rollout.models import DEFAULT_MODEL, resolve
 
 LOGPROBS_MODE = "processed_logprobs"
 """vLLM logprob mode the engines run in: log-softmax of the logits after temperature/top-k/top-p."""
@@ -107,37 +113,6 @@ class VLLMConfig:
             raise InputError(f"tensor_parallel_size must be positive, got {self.tensor_parallel_size}")
 
 
-@dataclass(slots=True)
-class EngineStats:
-    """Running totals over every `generate` call of one engine."""
-
-    requests: int = 0
-    """Completions sampled."""
-    prompt_tokens: int = 0
-    """Prompt tokens submitted."""
-    cached_tokens: int = 0
-    """Prompt tokens served from the prefix cache (where reported)."""
-    generated_tokens: int = 0
-    """Tokens sampled."""
-    seconds: float = 0.0
-    """Wall time inside `generate`."""
-    retries: int = 0
-    """Requests re-sent after a transient failure (server pool only)."""
-
-    def add(self, results: Sequence[GenResult], seconds: float) -> None:
-        self.requests += len(results)
-        self.prompt_tokens += sum(r.prompt_tokens for r in results)
-        self.cached_tokens += sum(r.cached_tokens or 0 for r in results)
-        self.generated_tokens += sum(len(r.token_ids) for r in results)
-        self.seconds += seconds
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["tokens_per_second"] = round(self.generated_tokens / self.seconds, 2) if self.seconds else None
-        d["cache_hit_rate"] = round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None
-        return d
-
-
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Mapping[int, Any]] | None) -> list[float] | None:
     """Log-probability of each sampled token from vLLM's per-position {token_id: Logprob} dicts.
 
@@ -184,26 +159,6 @@ def result_from_output(output: Any, seed_applied: bool, top_logprobs: int = 0) -
         seed_applied=seed_applied,
         token_conf=top_confidences(completion.logprobs, top_logprobs),
     )
-
-
-class ChatTokenizerMixin:
-    """`chat_token_ids` / `encode` / `decode` over an HF tokenizer in `self.tokenizer`."""
-
-    tokenizer: Any
-
-    def chat_token_ids(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
-        # Render to text, then tokenize without adding special tokens: the template already holds
-        # them, and this keeps the ids identical across tokenizer wrappers (vLLM's and HF's).
-        text = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
-        return self.encode(text)
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def decode(self, token_ids: list[int]) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=False)
 
 
 class VLLMEngine(ChatTokenizerMixin):
@@ -332,45 +287,3 @@ class VLLMEngine(ChatTokenizerMixin):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(slots=True)
-class EngineSpec:
-    """A parsed engine spec string."""
-
-    kind: str
-    """"vllm" (in-process) or "servers" (OpenAI-compatible endpoints)."""
-    model: str | None = None
-    """Model for the in-process engine (None: the default packaged model)."""
-    urls: list[str] = field(default_factory=list)
-    """Base URLs of the server pool."""
-
-
-def parse_spec(spec: str) -> EngineSpec:
-    """`vllm`, `vllm:<model>` or `http(s)://host:port[,http://host:port...]`."""
-    spec = spec.strip()
-    if spec == "vllm":
-        return EngineSpec("vllm")
-    if spec.startswith("vllm:"):
-        model = spec[len("vllm:"):]
-        if not model:
-            raise InputError("engine spec 'vllm:' needs a model after the colon")
-        return EngineSpec("vllm", model=model)
-    if spec.startswith(("http://", "https://")):
-        urls = [u.strip().rstrip("/") for u in spec.split(",") if u.strip()]
-        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
-        if bad:
-            raise InputError(f"engine spec: '{bad[0]}' is not an http(s) URL")
-        return EngineSpec("servers", urls=urls)
-    raise InputError(f"engine spec '{spec}': expected 'vllm:<model>' or 'http://host:port[,http://...]'")
-
-
-def make_engine(spec: str, model: str | None = None, **options: Any) -> Engine:
-    """Build the engine a spec names; `model` is the tokenizer/model folder for a server pool
-    (default: ask the first server which model it serves) and the model of a bare `vllm` spec."""
-    parsed = parse_spec(spec)
-    if parsed.kind == "vllm":
-        return VLLMEngine(VLLMConfig(model=parsed.model or model or DEFAULT_MODEL, **options))
-    from trace_selector.rollout.server import ServerConfig, ServerPoolEngine
-
-    return ServerPoolEngine(ServerConfig(urls=parsed.urls, model=model, **options))

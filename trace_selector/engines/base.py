@@ -1,5 +1,5 @@
 """The contract between agents and engines: token-level requests in, sampled tokens with
-log-probabilities out.
+log-probabilities out, and the counter every engine (and the rollout's accounting) keeps.
 
 Agents build prompts as token ids (from the engine's chat template) so that branches of a partial
 rollout can resume from a token-identical prefix and hit vLLM's prefix cache. Engines (in-process
@@ -8,7 +8,8 @@ vLLM, a pool of OpenAI-compatible servers) implement `Engine`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 
@@ -102,3 +103,59 @@ class Engine(Protocol):
     def close(self) -> None:
         """Free the engine (and its memory)."""
         ...
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Running totals over every `generate` call of one engine."""
+
+    requests: int = 0
+    """Completions sampled."""
+    prompt_tokens: int = 0
+    """Prompt tokens submitted."""
+    cached_tokens: int = 0
+    """Prompt tokens served from the prefix cache (where reported)."""
+    generated_tokens: int = 0
+    """Tokens sampled."""
+    seconds: float = 0.0
+    """Wall time inside `generate`."""
+    retries: int = 0
+    """Requests re-sent after a transient failure (server pool only)."""
+
+    def add(self, results: Sequence[GenResult], seconds: float) -> None:
+        self.requests += len(results)
+        self.prompt_tokens += sum(r.prompt_tokens for r in results)
+        self.cached_tokens += sum(r.cached_tokens or 0 for r in results)
+        self.generated_tokens += sum(len(r.token_ids) for r in results)
+        self.seconds += seconds
+
+    @property
+    def computed_tokens(self) -> int:
+        """Tokens the engine actually ran through the model: uncached prompt plus generated."""
+        return self.prompt_tokens - self.cached_tokens + self.generated_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tokens_per_second"] = round(self.generated_tokens / self.seconds, 2) if self.seconds else None
+        d["cache_hit_rate"] = round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None
+        return d
+
+
+class ChatTokenizerMixin:
+    """`chat_token_ids` / `encode` / `decode` over an HF tokenizer in `self.tokenizer`."""
+
+    tokenizer: Any
+
+    def chat_token_ids(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        # Render to text, then tokenize without adding special tokens: the template already holds
+        # them, and this keeps the ids identical across tokenizer wrappers (vLLM's and HF's).
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+        return self.encode(text)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=False)
