@@ -111,7 +111,7 @@ def main() -> None:
 
                 toolbox = BrowserTools(setting.page_store())
             else:
-                from trace_selector.rollout.agent import SearchTools
+                from trace_selector.rollout.tools import SearchTools
 
                 toolbox = SearchTools(setting.index(), base.agent.top_k, base.agent.doc_chars)
             questions = setting.questions(a.split)[: a.limit]

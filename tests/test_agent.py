@@ -9,7 +9,8 @@ from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, always_search, se
 
 from trace_selector.records import trajectory_from_dict, trajectory_to_dict
 from trace_selector.rollout import prompts
-from trace_selector.rollout.agent import Agent, AgentConfig, SearchTools, char_to_token, parse_turn
+from trace_selector.rollout.agent import Agent, AgentConfig, char_to_token, parse_turn
+from trace_selector.rollout.tools import SearchTools
 
 WEBQA = ("search", "answer")
 

@@ -9,8 +9,10 @@ from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, search_then_answe
 
 from trace_selector.records import Document, Step, Trajectory
 from trace_selector.rollout import prompts
-from trace_selector.rollout.agent import Agent, AgentConfig, SearchTools
-from trace_selector.rollout.divinit import (
+from trace_selector.rollout.agent import Agent, AgentConfig
+from trace_selector.rollout.strategies import STRATEGIES
+from trace_selector.rollout.strategies.context import StrategyContext
+from trace_selector.rollout.strategies.divinit import (
     DivInitConfig,
     atd,
     doc_overlap,
@@ -19,9 +21,9 @@ from trace_selector.rollout.divinit import (
     qpd,
     word_set,
 )
-from trace_selector.rollout.partial import PartialConfig, select_steps, step_perplexity
-from trace_selector.rollout.replicas import ReplicasConfig
-from trace_selector.rollout.strategies import StrategyContext, strategies
+from trace_selector.rollout.strategies.partial import PartialConfig, select_steps, step_perplexity
+from trace_selector.rollout.strategies.replicas import ReplicasConfig
+from trace_selector.rollout.tools import SearchTools
 
 # --- DivInit selection and diversity -----------------------------------------------------------------
 
@@ -114,7 +116,7 @@ def _ctx(policy=search_then_answer, k=3, options=None, **agent_cfg):
 
 def test_standard_runs_only_requested_samples():
     engine, ctx = _ctx()
-    groups = strategies()["standard"](ctx, QUESTIONS[:2], [[0, 2], [1]])
+    groups = STRATEGIES["standard"](ctx, QUESTIONS[:2], [[0, 2], [1]])
     assert [[r.sample_id for r in g] for g in groups] == [[0, 2], [1]]
     assert engine.batches == [3, 3]
     assert groups[0][1].seed == 7 + 2  # seed = base + 1000 * position + sample
@@ -122,7 +124,7 @@ def test_standard_runs_only_requested_samples():
 
 def test_divinit_seeds_first_queries_by_mmr():
     engine, ctx = _ctx(options=DivInitConfig(candidates=4))
-    [group] = strategies()["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])
+    [group] = STRATEGIES["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])
     # proposals: "capital France", "Paris city", "France capital", "Danube river" (3 repeats 1)
     firsts = [r.steps[0].content for r in group]
     assert firsts == ["capital France", "Paris city", "Danube river"]
@@ -140,7 +142,7 @@ def test_divinit_fills_with_standard_samples():
         return search_then_answer(text, req)
 
     engine, ctx = _ctx(policy, options=DivInitConfig(candidates=4))
-    [group] = strategies()["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])
+    [group] = STRATEGIES["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])
     assert ctx.stats["divinit_filled"] == 2
     assert group[1].extra.get("divinit_fill") and group[1].steps[0].logprobs is not None
 
@@ -159,7 +161,7 @@ def test_partial_branches_from_token_identical_prefix():
     engine = FakeEngine(two_searches, logprob=logprob)
     agent = Agent(engine, SearchTools(FakeIndex(), top_k=1), AgentConfig(max_turns=3))
     ctx = StrategyContext(agent, 4, options=PartialConfig(initial=1, top_steps=1, branches=2, region="exploration"))
-    [group] = strategies()["partial"](ctx, QUESTIONS[:1], [[0, 1, 2, 3]])
+    [group] = STRATEGIES["partial"](ctx, QUESTIONS[:1], [[0, 1, 2, 3]])
     parent, b1, b2, fresh = group
     assert [r.sample_id for r in group] == [0, 1, 2, 3]
     assert (b1.parent_sample, b1.branch_step) == (0, 1) and (b2.parent_sample, b2.branch_step) == (0, 1)
@@ -180,7 +182,7 @@ def test_partial_saves_computed_tokens_vs_standard():
         engine = FakeEngine(two_searches, logprob=lambda i, ch: -2.0 if ch in "Pris" else -0.1)
         agent = Agent(engine, SearchTools(FakeIndex(), top_k=1), AgentConfig(max_turns=3))
         ctx = StrategyContext(agent, 4, options=options)
-        [group] = strategies()[name](ctx, QUESTIONS[:1], [[0, 1, 2, 3]])
+        [group] = STRATEGIES[name](ctx, QUESTIONS[:1], [[0, 1, 2, 3]])
         return group, agent.accounting.engine
 
     _, std = run("standard", None)
@@ -193,13 +195,13 @@ def test_partial_saves_computed_tokens_vs_standard():
 
 def test_replicas_ohg_appends_instructions_and_rig_does_not():
     engine, ctx = _ctx(options=ReplicasConfig(mode="ohg"))
-    [group] = strategies()["replicas"](ctx, QUESTIONS[:1], [[0, 1, 2]])
+    [group] = STRATEGIES["replicas"](ctx, QUESTIONS[:1], [[0, 1, 2]])
     assert [r.extra["strategy_instruction"] for r in group] == ["capital France", "Paris city", "France capital"]
     first_turn = [engine.decode(q.prompt_token_ids) for q in engine.requests[1:4]]
     assert all(prompts.STRATEGY_SUFFIX.format(instruction=i) in p
                for i, p in zip(["capital France", "Paris city", "France capital"], first_turn))
     engine, ctx = _ctx(options=ReplicasConfig(mode="rig"))
-    [group] = strategies()["replicas"](ctx, QUESTIONS[:1], [[0, 1, 2]])
+    [group] = STRATEGIES["replicas"](ctx, QUESTIONS[:1], [[0, 1, 2]])
     assert len({tuple(q.prompt_token_ids) for q in engine.requests[:3]}) == 1  # identical prompts
     assert [r.extra["replica"] for r in group] == ["rig"] * 3
 
@@ -207,7 +209,7 @@ def test_replicas_ohg_appends_instructions_and_rig_does_not():
 def test_coupled_strategies_need_whole_groups():
     _, ctx = _ctx()
     with pytest.raises(ValueError, match="all 3 samples"):
-        strategies()["partial"](ctx, QUESTIONS[:1], [[1, 2]])
+        STRATEGIES["partial"](ctx, QUESTIONS[:1], [[1, 2]])
 
 
 def test_strategy_config_validation():
@@ -220,7 +222,7 @@ def test_strategy_config_validation():
 
 
 def test_divinit_proposal_size_exceeds_k():
-    from trace_selector.rollout.divinit import n_candidates
+    from trace_selector.rollout.strategies.divinit import n_candidates
 
     assert n_candidates(DivInitConfig(), 4) == 16 and n_candidates(DivInitConfig(), 16) == 32
     assert n_candidates(DivInitConfig(candidates=5), 4) == 5
@@ -228,4 +230,4 @@ def test_divinit_proposal_size_exceeds_k():
         n_candidates(DivInitConfig(candidates=3), 3)
     _, ctx = _ctx(options=DivInitConfig(candidates=3))
     with pytest.raises(ValueError, match="must exceed k"):
-        strategies()["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])
+        STRATEGIES["divinit"](ctx, QUESTIONS[:1], [[0, 1, 2]])

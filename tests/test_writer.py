@@ -10,8 +10,8 @@ from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, Q, search_then_an
 from trace_selector.errors import FormatError, InputError
 from trace_selector.records import Trajectory, read_meta, read_pool
 from trace_selector.records.summary import summarize_pool
-from trace_selector.rollout.agent import SearchTools
 from trace_selector.rollout.runner import RolloutConfig, load_rollout_config, run_rollout
+from trace_selector.rollout.tools import SearchTools
 from trace_selector.rollout.writer import CHECKPOINT, ShardWriter, shard_path
 
 
@@ -74,7 +74,7 @@ def _pairs(path):
 
 @pytest.mark.parametrize("strategy", ["standard", "divinit", "partial", "replicas"])
 def test_rollout_writes_pool_meta_and_config(tmp_path, strategy):
-    from trace_selector.rollout.partial import PartialConfig
+    from trace_selector.rollout.strategies.partial import PartialConfig
 
     out = tmp_path / "pool.jsonl.gz"
     report, _ = _run(out, strategy, **({"partial": PartialConfig(initial=1, min_step=0)} if strategy == "partial" else {}))
@@ -101,7 +101,7 @@ def test_rollout_writes_pool_meta_and_config(tmp_path, strategy):
 
 @pytest.mark.parametrize("strategy", ["standard", "partial"])
 def test_rollout_resumes_after_kill(tmp_path, strategy, monkeypatch):
-    from trace_selector.rollout.partial import PartialConfig
+    from trace_selector.rollout.strategies.partial import PartialConfig
 
     extra = {"partial": PartialConfig(initial=1)} if strategy == "partial" else {}
     ref, _ = _run(tmp_path / "ref.jsonl", strategy, **extra)

@@ -21,12 +21,12 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal
 
 from trace_selector.engines.base import Engine, EngineStats, GenRequest, GenResult
-from trace_selector.errors import InputError
-from trace_selector.records import Document, Step, Trajectory
+from trace_selector.records import Step, Trajectory
 from trace_selector.rollout import prompts
+from trace_selector.rollout.tools import ToolResult, ToolSession, Toolbox, safe_call
 
 
 @dataclass
@@ -84,65 +84,6 @@ class AgentConfig:
             raise ValueError(f"top_logprobs must be in [0, 20] (the engine's max_logprobs), got {self.top_logprobs}")
         if self.prompt not in {v for _, v in prompts.SYSTEM_PROMPTS}:
             raise ValueError(f"prompt must be one of plain|clues, got {self.prompt!r}")
-
-
-# --- tools ------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class ToolResult:
-    """What one tool call returned: the observation body and its structured documents."""
-
-    body: str
-    documents: list[Document] = field(default_factory=list)
-    ok: bool = True
-    """False when the call failed (page not found, nothing matched)."""
-
-
-class ToolSession(Protocol):
-    """Per-trajectory tool state (the browsing agent remembers the last opened page)."""
-
-    def call(self, action: str, content: str) -> ToolResult: ...
-
-
-class Toolbox(Protocol):
-    """The tools of one agent kind."""
-
-    kind: Literal["webqa", "browsing"]
-
-    def session(self, steps: list[Step]) -> ToolSession:
-        """A fresh session whose state replays `steps` (the prefix a branch inherits)."""
-        ...
-
-
-class SearchTools:
-    """WebQA tool: `search` over a BM25 index (anything with ``search(query, k) -> hits``)."""
-
-    kind: Literal["webqa"] = "webqa"
-
-    def __init__(self, index: Any, top_k: int = 3, doc_chars: int = 360):
-        self.index = index
-        self.top_k = top_k
-        self.doc_chars = doc_chars
-
-    def session(self, steps: list[Step]) -> SearchTools:
-        return self  # stateless
-
-    def call(self, action: str, content: str) -> ToolResult:
-        from trace_selector.records import format_search_result
-
-        hits = self.index.search(content, self.top_k)
-        docs = [
-            Document(rank=i + 1, title=h.title, text=_clip(h.text, self.doc_chars), doc_id=str(h.doc_id),
-                     score=None if h.score is None else float(h.score))
-            for i, h in enumerate(hits)
-        ]
-        return ToolResult(format_search_result(docs), docs, ok=bool(docs))
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 # --- parsing ----------------------------------------------------------------------------------------
@@ -491,20 +432,12 @@ class Agent:
         if len(calls) > 1 and self.cfg.concurrent_tools:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.cfg.max_parallel)
-            outs = list(self._pool.map(lambda c: _safe_call(session, *c), calls))
+            outs = list(self._pool.map(lambda c: safe_call(session, *c), calls))
         else:
-            outs = [_safe_call(session, a, c) for a, c in calls]
+            outs = [safe_call(session, a, c) for a, c in calls]
         return outs, time.perf_counter() - t0
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-
-
-def _safe_call(session: ToolSession, action: str, content: str) -> ToolResult:
-    # A tool failure (page not found, bad pattern) is an observation for the agent, not a crash.
-    try:
-        return session.call(action, content)
-    except (InputError, ValueError, LookupError) as err:
-        return ToolResult(f"Error: {err}", [], ok=False)

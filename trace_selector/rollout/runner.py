@@ -21,9 +21,9 @@ from typing import Any, Literal
 from trace_selector.errors import InputError
 from trace_selector.records import PoolMeta, Trajectory
 from trace_selector.rollout.agent import Accounting, Agent, AgentConfig
-from trace_selector.rollout.divinit import DivInitConfig, diversity, n_candidates
-from trace_selector.rollout.partial import PartialConfig
-from trace_selector.rollout.replicas import ReplicasConfig
+from trace_selector.rollout.strategies.divinit import DivInitConfig, diversity, n_candidates
+from trace_selector.rollout.strategies.partial import PartialConfig
+from trace_selector.rollout.strategies.replicas import ReplicasConfig
 from trace_selector.types import Strategy
 
 
@@ -135,7 +135,7 @@ def _toolbox(cfg: RolloutConfig, setting: Any) -> Any:
         from trace_selector.rollout.browser_agent import BrowserTools
 
         return BrowserTools(setting.page_store())
-    from trace_selector.rollout.agent import SearchTools
+    from trace_selector.rollout.tools import SearchTools
 
     return SearchTools(setting.index(), cfg.agent.top_k, cfg.agent.doc_chars)
 
@@ -157,7 +157,8 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
     from trace_selector.config import dump_config, to_dict
     from trace_selector.rollout import prompts
-    from trace_selector.rollout.strategies import COUPLED, StrategyContext, strategies
+    from trace_selector.rollout.strategies import COUPLED, STRATEGIES
+    from trace_selector.rollout.strategies.context import StrategyContext
     from trace_selector.rollout.writer import ShardWriter
 
     t_start = time.perf_counter()
@@ -207,7 +208,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
             agent = Agent(engine, toolbox, cfg.agent, accounting)
             ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
                                   positions={qid: split_position[qid] for qid in order})
-            run = strategies()[cfg.strategy]
+            run = STRATEGIES[cfg.strategy]
             bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
                        desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
 

@@ -1,15 +1,6 @@
-"""Rollout strategies: how the K trajectories of each question are produced.
-
-A strategy takes a chunk of questions and, for each, the sample ids still to produce, and returns one
-list of finished `Rollout`s per question. All trajectories of a chunk advance together through
-`Agent.run`, one batched engine call per turn.
-
-- ``standard``: K independent samples from the same prompt.
-- ``divinit``: diverse first queries picked by MMR (`divinit.py`).
-- ``partial``: ParallelMuse uncertainty-guided branching (`partial.py`).
-- ``replicas``: TIPEX random-isomorphic vs orthogonal-heterogeneous replicas (`replicas.py`).
-
-``STRATEGIES[name](ctx, questions, sample_ids)`` is the dispatch table the runner uses.
+"""What every rollout strategy gets and returns: the `StrategyContext` (agent, budget, seeds, counters)
+and groups of finished `Rollout`s, one list per question. The strategies themselves and their name
+table are in this package's other modules and `__init__`.
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ from trace_selector.rollout.agent import Agent, Rollout
 
 
 class QuestionLike(Protocol):
-    """What a strategy needs of a question (`setting.Question` has these)."""
+    """What a strategy needs of a question (`search.setting.Question` has these)."""
 
     id: str
     question: str
@@ -81,29 +72,8 @@ Groups = list[list[Rollout]]
 StrategyFn = Callable[[StrategyContext, Sequence[QuestionLike], Sequence[Sequence[int]]], Groups]
 
 
-def run_standard(ctx: StrategyContext, questions: Sequence[QuestionLike],
-                 sample_ids: Sequence[Sequence[int]]) -> Groups:
-    """K independent samples of the same prompt (only the ids still missing, after a resume)."""
-    groups = [[ctx.start(q, s) for s in ids] for q, ids in zip(questions, sample_ids)]
-    ctx.agent.run([r for g in groups for r in g], on_batch=ctx.on_batch)
-    return groups
-
-
 def require_full(ctx: StrategyContext, sample_ids: Sequence[Sequence[int]], name: str) -> None:
     """Coupled strategies produce a question's whole group at once (the runner drops partial groups)."""
     for ids in sample_ids:
         if sorted(ids) != list(range(ctx.k)):
             raise ValueError(f"{name} needs all {ctx.k} samples of a question at once, got {list(ids)}")
-
-
-def strategies() -> dict[str, StrategyFn]:
-    """Name -> strategy function (imported lazily: each lives in its own module)."""
-    from trace_selector.rollout.divinit import run_divinit
-    from trace_selector.rollout.partial import run_partial
-    from trace_selector.rollout.replicas import run_replicas
-
-    return {"standard": run_standard, "divinit": run_divinit, "partial": run_partial, "replicas": run_replicas}
-
-
-COUPLED = frozenset({"divinit", "partial", "replicas"})
-"""Strategies whose trajectories of one question depend on each other (resume regenerates the group)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trace_selector.rollout import prompts
-from trace_selector.rollout.strategies import Groups, QuestionLike, StrategyContext, require_full
+from trace_selector.rollout.strategies.context import Groups, QuestionLike, StrategyContext, require_full
 
 
 @dataclass

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from trace_selector.records import Step
 from trace_selector.rollout.agent import Rollout
-from trace_selector.rollout.strategies import Groups, QuestionLike, StrategyContext, require_full
+from trace_selector.rollout.strategies.context import Groups, QuestionLike, StrategyContext, require_full
 from trace_selector.types import Region
 
 

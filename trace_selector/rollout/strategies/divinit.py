@@ -25,7 +25,7 @@ from statistics import mean
 
 from trace_selector.records import Trajectory
 from trace_selector.rollout import prompts
-from trace_selector.rollout.strategies import Groups, QuestionLike, StrategyContext, require_full
+from trace_selector.rollout.strategies.context import Groups, QuestionLike, StrategyContext, require_full
 
 
 @dataclass
