@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from trace_selector.graph import build_graphs
-    from trace_selector.hub import load_selector
+    from trace_selector.model import SelectorNet
     from trace_selector.records import Pool, read_pool
     from trace_selector.graph import graph_options
     from trace_selector.graph.encoder import make_encoder
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     pool = read_pool(a.pool)
     if a.questions:
         pool = Pool(groups=pool.groups[: a.questions], meta=pool.meta, path=pool.path)
-    net = load_selector(a.checkpoint)
+    net = SelectorNet.load_checkpoint(a.checkpoint)
     options = graph_options(net.config)
     runtimes = [r.strip() for r in a.runtimes.split(",") if r.strip()]
     print(f"pool {a.pool}: {len(pool.groups)} questions; checkpoint {a.checkpoint} "

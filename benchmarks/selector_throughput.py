@@ -124,9 +124,9 @@ def main() -> None:
         print(f"training: {rate:.1f} graphs/s (hidden {args.hidden}, L={args.layers}, batch {args.batch_size})")
 
     if args.checkpoint:
-        from trace_selector.hub import load_selector
+        from trace_selector.model import SelectorNet
 
-        net = load_selector(args.checkpoint)
+        net = SelectorNet.load_checkpoint(args.checkpoint)
     else:
         net = SelectorNet(ModelConfig(embed_dim=384 if args.encoder != "bow" else 128, hidden=args.hidden,
                                       layers=args.layers, encoder=args.encoder))

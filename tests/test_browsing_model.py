@@ -12,7 +12,8 @@ from test_graph_browsing import orphan_group
 from trace_selector.errors import InputError
 from trace_selector.graph import build_graph
 from trace_selector.graph.encoder import HashEncoder
-from trace_selector.hub import load_selector, save_selector
+from trace_selector.model import SelectorNet
+from trace_selector.model.hub import save_selector
 from trace_selector.model.selector_net import ModelConfig, SelectorNet
 
 
@@ -39,9 +40,9 @@ def test_old_browsing_checkpoint_is_refused_in_one_line(tmp_path):
     assert "\n" not in str(err.value) and str(err.value).startswith("old/config.json: ")
     assert ModelConfig.from_json({"kind": "webqa"}).graph_version == 1  # WebQA graphs did not change
     out = save_selector(small(), tmp_path / "ckpt")
-    assert load_selector(out).config.graph_version == 2
+    assert SelectorNet.load_checkpoint(out).config.graph_version == 2
     cfg = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     del cfg["graph_version"]  # as saved before the long-horizon layout
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(InputError, match=r"config\.json: browsing selector trained on graph layout 1"):
-        load_selector(tmp_path / "ckpt")
+        SelectorNet.load_checkpoint(tmp_path / "ckpt")

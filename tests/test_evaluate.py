@@ -254,7 +254,7 @@ def test_llm_methods_skipped_without_engine(pool_file, tmp_path, monkeypatch):
 def _toy_checkpoint(path, grounded: bool, seed: int):
     import torch
 
-    from trace_selector.hub import save_selector
+    from trace_selector.model.hub import save_selector
     from trace_selector.model import ModelConfig, SelectorNet
 
     torch.manual_seed(seed)

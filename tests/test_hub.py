@@ -12,8 +12,8 @@ from torch_geometric.data import Batch
 from model_graphs import one_thread, toy_graph
 from trace_selector.cli import main
 from trace_selector.errors import InputError
-from trace_selector.hub import load_selector, publish, save_selector
 from trace_selector.model import ModelConfig, SelectorNet
+from trace_selector.model.hub import save_selector
 
 
 _one_thread = pytest.fixture(autouse=True)(one_thread)
@@ -32,7 +32,7 @@ def saved(tmp_path):
 def test_round_trip_gives_identical_scores(saved):
     net, out = saved
     assert {p.name for p in out.iterdir()} >= {"model.safetensors", "config.json", "README.md"}
-    loaded = load_selector(out)
+    loaded = SelectorNet.load_checkpoint(out)
     batch = Batch.from_data_list([toy_graph(s, k=4) for s in range(3)])
     assert torch.equal(net(batch), loaded(batch))
     assert loaded.config == net.config
@@ -51,7 +51,7 @@ def test_missing_config_keys_take_defaults(saved):
     cfg = json.loads((out / "config.json").read_text())
     del cfg["max_scale"], cfg["merge_answers"]  # as if saved before these fields existed
     (out / "config.json").write_text(json.dumps(cfg))
-    loaded = load_selector(out)
+    loaded = SelectorNet.load_checkpoint(out)
     assert loaded.config.max_scale == 100.0 and loaded.config.merge_answers is False
 
 
@@ -61,7 +61,7 @@ def test_unknown_config_key_fails_clearly(saved):
     cfg["shiny_new_option"] = 3
     (out / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(InputError, match="unknown model config key.*shiny_new_option"):
-        load_selector(out)
+        SelectorNet.load_checkpoint(out)
 
 
 def test_missing_and_unexpected_weights_fail_clearly(saved):
@@ -71,7 +71,7 @@ def test_missing_and_unexpected_weights_fail_clearly(saved):
     state["extra.weight"] = torch.zeros(2)
     save_file(state, str(out / "model.safetensors"))
     with pytest.raises(InputError, match="missing weights eta.*unexpected weights extra.weight"):
-        load_selector(out)
+        SelectorNet.load_checkpoint(out)
 
 
 def test_shape_mismatch_fails_clearly(saved):
@@ -80,20 +80,20 @@ def test_shape_mismatch_fails_clearly(saved):
     cfg["hidden"] = 32
     (out / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(InputError, match="shape mismatch"):
-        load_selector(out)
+        SelectorNet.load_checkpoint(out)
 
 
 def test_not_a_checkpoint(tmp_path):
     with pytest.raises(InputError, match="not a selector checkpoint"):
-        load_selector(tmp_path)
+        SelectorNet.load_checkpoint(tmp_path)
     with pytest.raises(InputError, match="not found"):
-        load_selector(tmp_path / "nope" / "deeper")
+        SelectorNet.load_checkpoint(tmp_path / "nope" / "deeper")
 
 
 def test_publish_without_network_is_one_line_error(saved, capsys):
     _, out = saved
     with pytest.raises(InputError, match="publish me/sel to http://127.0.0.1:9 failed"):
-        publish(out, "me/sel", endpoint="http://127.0.0.1:9", token="hf_dummy")
+        SelectorNet.publish(out, "me/sel", endpoint="http://127.0.0.1:9", token="hf_dummy")
     rc = main(["publish", "--checkpoint", str(out), "--repo-id", "me/sel", "--endpoint", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith("error: publish me/sel") and err.count("\n") == 1
@@ -102,7 +102,7 @@ def test_publish_without_network_is_one_line_error(saved, capsys):
 def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
     from pathlib import Path
 
-    from trace_selector.hub import EVAL_START, card_with_evaluation
+    from trace_selector.model.hub import EVAL_START, card_with_evaluation
 
     card = "# card\n\ntext\n"
     once = card_with_evaluation(card, "| a | 1 |")

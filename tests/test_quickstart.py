@@ -10,7 +10,7 @@ import torch
 
 from model_graphs import one_thread
 from trace_selector.cli import main
-from trace_selector.hub import save_selector
+from trace_selector.model.hub import save_selector
 from trace_selector.model import ModelConfig, SelectorNet
 from trace_selector.quickstart import QuickstartConfig, quickstart
 

@@ -11,7 +11,7 @@ import torch
 
 from model_graphs import one_thread
 from trace_selector.errors import InputError
-from trace_selector.hub import save_selector
+from trace_selector.model.hub import save_selector
 from trace_selector.model import ModelConfig, SelectorNet
 
 POOL = Path(__file__).parent / "data" / "webqa_pool.jsonl"

@@ -125,7 +125,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         table = format_table(results)
         print(table)
         if a.update_card:
-            from trace_selector.hub import update_card
+            from trace_selector.model.hub import update_card
 
             command = "trace-selector evaluate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["evaluate"] else None
             for path in cards:  # every compared selector's card gets the same table
@@ -265,9 +265,9 @@ def _publish(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--private", action="store_true", help="create the repo as private")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.hub import publish
+        from trace_selector.model import SelectorNet
 
-        print(publish(a.checkpoint, a.repo_id, endpoint=a.endpoint, private=a.private))
+        print(SelectorNet.publish(a.checkpoint, a.repo_id, endpoint=a.endpoint, private=a.private))
         return 0
 
     return run

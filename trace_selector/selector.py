@@ -154,16 +154,17 @@ class Selector:
     def from_pretrained(cls, path_or_repo: str | Path, encoder: Any = None, cache_dir: str | Path | None = None,
                         batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
                         encoder_threads: int | None = None, **hub_kwargs: Any) -> Selector:
-        """Load a checkpoint folder (or Hub repo id) saved by `save_pretrained` / `hub.save_selector`.
+        """Load a checkpoint folder (or Hub repo id) saved by `save_pretrained` / `model.hub.save_selector`.
 
         `hub_kwargs`: revision, cache_dir (of the Hub download), token, local_files_only.
         """
-        from trace_selector.hub import load_selector, resolve
+        from trace_selector.model import SelectorNet
+        from trace_selector.model.hub import resolve
 
         download = {k: hub_kwargs.pop(k, None) for k in ("revision", "hub_cache_dir", "token")}
         folder = resolve(path_or_repo, download["revision"], download["hub_cache_dir"], download["token"],
                          bool(hub_kwargs.pop("local_files_only", False)))
-        selector = cls(load_selector(folder, **hub_kwargs), encoder, cache_dir, batch_size, device,
+        selector = cls(SelectorNet.load_checkpoint(folder, **hub_kwargs), encoder, cache_dir, batch_size, device,
                        encoder_runtime, encoder_threads)
         selector.source = folder
         return selector
@@ -175,7 +176,7 @@ class Selector:
         The model card (and training_config.yaml) of the folder it was loaded from are kept unless
         `setting` or `metrics` are given, which render a fresh card.
         """
-        from trace_selector.hub import save_selector
+        from trace_selector.model.hub import save_selector
 
         return save_selector(self.net, out_dir, setting=setting, metrics=metrics,
                              source=None if setting or metrics else self.source)
@@ -183,14 +184,14 @@ class Selector:
     def push_to_hub(self, repo_id: str, private: bool = False, token: str | None = None,
                     endpoint: str | None = None) -> str:
         """`save_pretrained` into a temporary folder and upload it to the Hub repo `repo_id` (created if
-        needed); returns the repo URL. Failures are one-line `InputError`s (hub.publish)."""
+        needed); returns the repo URL. Failures are one-line `InputError`s (`SelectorNet.publish`)."""
         import tempfile
 
-        from trace_selector.hub import publish
+        from trace_selector.model import SelectorNet
 
         with tempfile.TemporaryDirectory(prefix="trace-selector-") as tmp:
             folder = self.save_pretrained(Path(tmp) / "selector")
-            return publish(folder, repo_id, endpoint=endpoint, private=private, token=token)
+            return SelectorNet.publish(folder, repo_id, endpoint=endpoint, private=private, token=token)
 
     def graphs(self, pool: Pool):
         """The pool's graphs under this checkpoint's options, and the drop report."""

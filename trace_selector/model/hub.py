@@ -1,11 +1,12 @@
-"""Selector checkpoints in the Hugging Face Hub format: save, strict load, publish, model card.
+"""Selector checkpoints in the Hugging Face Hub format: save, strict load (`StrictHubMixin`, which
+`SelectorNet` inherits, so the network owns its checkpoint), publish, model card.
 
 A checkpoint folder holds ``model.safetensors`` (weights), ``config.json`` (the `ModelConfig`, written
 by `PyTorchModelHubMixin`) and ``README.md`` (a model card naming the search setting, the text
 encoder and the validation metrics). The same folder loads locally or after a push:
 
     save_selector(net, "checkpoints/wikileads", setting="wikileads", metrics={"val_acc": 0.61})
-    net = load_selector("checkpoints/wikileads")          # or "user/trace-selector-wikileads"
+    net = SelectorNet.load_checkpoint("checkpoints/wikileads")   # or "user/trace-selector-wikileads"
     trace-selector publish --checkpoint checkpoints/wikileads --repo-id user/trace-wikileads
 
 Loading is strict: an unknown config key (a newer format) or a missing / unexpected / mis-shaped
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from huggingface_hub import PyTorchModelHubMixin
 
 from trace_selector.errors import InputError
 
@@ -182,66 +185,89 @@ def _names(keys: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def load_selector(path_or_repo: str | Path, config: dict[str, Any] | None = None, map_location: str = "cpu",
-                  revision: str | None = None, cache_dir: str | Path | None = None,
-                  token: str | bool | None = None, local_files_only: bool = False):
-    """A `SelectorNet` in eval mode from a checkpoint folder or Hub repo id, loaded strictly."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+class StrictHubMixin(PyTorchModelHubMixin):
+    """`PyTorchModelHubMixin` whose loading is strict, for networks built from a config dataclass.
 
-    from trace_selector.model.selector_net import ModelConfig, SelectorNet
-
-    folder = resolve(path_or_repo, revision, cache_dir, token, local_files_only)
-    config_path, weights = folder / CONFIG, folder / WEIGHTS
-    if config is None:
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"{config_path}: unreadable config ({_one_line(err)})") from err
-    cfg = ModelConfig.from_json(config, where=str(config_path))
-    if not weights.is_file():
-        raise InputError(f"{weights}: weights file missing")
-    try:
-        state = load_file(str(weights), device=map_location)
-    except (SafetensorError, OSError) as err:
-        raise InputError(f"{weights}: unreadable safetensors file ({_one_line(err)})") from err
-    net = SelectorNet(cfg)
-    expected = net.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    shapes = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
-    problems = []
-    if missing:
-        problems.append(f"missing weights {_names(missing)}")
-    if unexpected:
-        problems.append(f"unexpected weights {_names(unexpected)}")
-    if shapes:
-        problems.append("shape mismatch " + _names([f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}" for k in shapes]))
-    if problems:
-        raise InputError(f"{weights}: checkpoint does not match its config.json: {'; '.join(problems)}")
-    net.load_state_dict(state, strict=True)
-    return net.eval()
-
-
-def publish(checkpoint: str | Path, repo_id: str, endpoint: str | None = None, private: bool = False,
-            token: str | None = None) -> str:
-    """Upload a checkpoint folder to a Hub repo (created if needed); returns the repo URL.
-
-    The folder is loaded first, so a broken checkpoint is never published. Any network or auth
-    failure is an `InputError` with one line saying where and why.
+    The network class sets `config_class` (a dataclass with ``from_json(data, where)``) and takes that
+    config as its only ``__init__`` argument; ``save_pretrained`` is the mixin's, while
+    ``from_pretrained`` and `load_checkpoint` refuse any mismatch between config.json and the weights.
     """
-    folder = resolve(checkpoint, None, None, None, True) if Path(checkpoint).is_dir() else None
-    if folder is None:
-        raise InputError(f"{checkpoint}: checkpoint folder not found")
-    load_selector(folder)
-    from huggingface_hub import HfApi
 
-    where = endpoint or "the Hugging Face Hub"
-    try:
-        api = HfApi(endpoint=endpoint, token=token)
-        url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-        api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
-                          allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG], commit_message="Upload TRACE selector")
-    except Exception as err:
-        raise InputError(f"publish {repo_id} to {where} failed ({_one_line(err)})") from err
-    return str(url)
+    config_class: ClassVar[Any]
+    """The network's config dataclass (decodes ``config.json``)."""
+
+    @classmethod
+    def load_checkpoint(cls, path_or_repo: str | Path, config: dict[str, Any] | None = None, map_location: str = "cpu",
+                        revision: str | None = None, cache_dir: str | Path | None = None,
+                        token: str | bool | None = None, local_files_only: bool = False):
+        """The network in eval mode from a checkpoint folder or Hub repo id, loaded strictly."""
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        folder = resolve(path_or_repo, revision, cache_dir, token, local_files_only)
+        config_path, weights = folder / CONFIG, folder / WEIGHTS
+        if config is None:
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as err:
+                raise InputError(f"{config_path}: unreadable config ({_one_line(err)})") from err
+        cfg = cls.config_class.from_json(config, where=str(config_path))
+        if not weights.is_file():
+            raise InputError(f"{weights}: weights file missing")
+        try:
+            state = load_file(str(weights), device=map_location)
+        except (SafetensorError, OSError) as err:
+            raise InputError(f"{weights}: unreadable safetensors file ({_one_line(err)})") from err
+        net = cls(cfg)
+        expected = net.state_dict()
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        shapes = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
+        problems = []
+        if missing:
+            problems.append(f"missing weights {_names(missing)}")
+        if unexpected:
+            problems.append(f"unexpected weights {_names(unexpected)}")
+        if shapes:
+            problems.append("shape mismatch " + _names([f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}" for k in shapes]))
+        if problems:
+            raise InputError(f"{weights}: checkpoint does not match its config.json: {'; '.join(problems)}")
+        net.load_state_dict(state, strict=True)
+        return net.eval()
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, map_location: str = "cpu", strict: bool = True, **kwargs: Any):
+        """Strict loading for the mixin's ``from_pretrained``."""
+        return cls.load_checkpoint(
+            model_id,
+            config=kwargs.get("config"),
+            map_location=map_location,
+            revision=kwargs.get("revision"),
+            cache_dir=kwargs.get("cache_dir"),
+            token=kwargs.get("token"),
+            local_files_only=bool(kwargs.get("local_files_only", False)),
+        )
+
+    @classmethod
+    def publish(cls, checkpoint: str | Path, repo_id: str, endpoint: str | None = None, private: bool = False,
+                token: str | None = None) -> str:
+        """Upload a checkpoint folder to a Hub repo (created if needed); returns the repo URL.
+
+        The folder is loaded first, so a broken checkpoint is never published. Any network or auth
+        failure is an `InputError` with one line saying where and why.
+        """
+        folder = resolve(checkpoint, None, None, None, True) if Path(checkpoint).is_dir() else None
+        if folder is None:
+            raise InputError(f"{checkpoint}: checkpoint folder not found")
+        cls.load_checkpoint(folder)
+        from huggingface_hub import HfApi
+
+        where = endpoint or "the Hugging Face Hub"
+        try:
+            api = HfApi(endpoint=endpoint, token=token)
+            url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+            api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
+                              allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG], commit_message="Upload TRACE selector")
+        except Exception as err:
+            raise InputError(f"publish {repo_id} to {where} failed ({_one_line(err)})") from err
+        return str(url)
