@@ -97,7 +97,7 @@ def test_validate_and_evaluate_accept_the_file(fixture_file, tmp_path, capsys):
     assert "2" in out and "5" in out  # questions and trajectories appear in the summary
     res_path = tmp_path / "results.json"
     rc = main(["evaluate", "--pool", str(fixture_file), "--methods", "majority,oracle,fewest_tools",
-               "--out", str(res_path), "--set", "budget=false"])
+               "--out", str(res_path), "budget=false"])
     assert rc == 0
     res = json.loads(res_path.read_text())
     # judged correctness: q1 majority = Lyon (2 of 3) wrong, q2 tie Spree/Havel -> earliest (Spree) right

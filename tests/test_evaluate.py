@@ -73,7 +73,7 @@ def test_evaluate_cli_results_shape_and_values(pool_file, tmp_path, capsys):
     out, plot, perq = tmp_path / "res" / "results.json", tmp_path / "budget.png", tmp_path / "perq.jsonl"
     methods = list(EXPECTED_EM) + ["trace"]
     rc = main(["evaluate", "--pool", str(pool_file), "--methods", ",".join(methods), "--out", str(out),
-               "--plot", str(plot), "--per-question", str(perq), "--set", "budget_subsets=4"])
+               "--plot", str(plot), "--per-question", str(perq), "budget_subsets=4"])
     assert rc == 0
     table = capsys.readouterr().out
     assert "| majority | 33.3 |" in table and "skipped: no --checkpoint given" in table
@@ -272,7 +272,7 @@ def test_several_checkpoints_are_rows_named_after_them(tmp_path, capsys):
     try:
         rc = main(["evaluate", "--pool", str(pool), "--methods", "majority,trace", "--checkpoint", f"trace={paper}",
                    "--checkpoint", f"trace_grounded={ours}", "--out", str(out), "--per-question", str(perq),
-                   "--set", "budget_subsets=2", "--set", "threads=1", "--update-card"])
+                   "threads=1", "--update-card", "--set", "budget_subsets=2"])  # --set: the old spelling, still read
     finally:
         torch.set_num_threads(n)
     assert rc == 0

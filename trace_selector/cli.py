@@ -107,7 +107,9 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
     p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. llm.agent_max_iterations=8")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. threads=2 llm.agent_max_iterations=8")
+    # `--set KEY=VALUE` was evaluate's own override syntax; still read (and recorded in model cards), not shown.
+    p.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
     p.add_argument("--update-card", action="store_true",
                    help="write the results table into the --checkpoint folder's model card (before publishing)")
 
@@ -117,7 +119,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
-        cfg = load_eval_config(a.config, flags, a.set)
+        cfg = load_eval_config(a.config, flags, a.set + a.overrides)
         cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]
         if a.update_card and not cards:
             raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
@@ -181,7 +183,7 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
     p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("overrides", nargs="*", help="key=value config overrides (e.g. agent.temperature=0.8)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. agent.temperature=0.8")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.rollout.runner import load_rollout_config, run_rollout
@@ -246,13 +248,14 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", default=None, help=f"selector folder (default: the shipped {d.checkpoint})")
     p.add_argument("--eval-pool", default=None, help=f"pool to evaluate (default: the shipped {d.eval_pool})")
     p.add_argument("--out-dir", default=None, help=f"output folder (default {d.out_dir})")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace")
 
     def run(a: argparse.Namespace) -> int:
+        from trace_selector.config import load_config
         from trace_selector.quickstart import quickstart
 
-        given = {k: v for k, v in vars(a).items()
-                 if k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir") and v is not None}
-        quickstart(QuickstartConfig(**given))
+        flags = {k: getattr(a, k) for k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir")}
+        quickstart(load_config(QuickstartConfig, None, a.overrides, flags))
         return 0
 
     return run
