@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from trace_selector.cli import main
-from trace_selector.engines.base import GenResult
 from trace_selector.evaluate import (
     EvalConfig,
     draw_subsets,
@@ -24,6 +23,8 @@ from trace_selector.evaluate import (
     subset_sizes,
 )
 from trace_selector.records import Pool, QuestionGroup, Trajectory
+
+from tests.conftest import ScriptedEngine
 
 
 def record(qi, gold, sid, answer, n_steps, conf, lp):
@@ -191,35 +192,13 @@ class FakeSelector:
         return out
 
 
-class ScriptEngine:
-    model_name = "script"
-
-    def encode(self, text):
-        return list(text.encode())
-
-    def decode(self, ids):
-        return bytes(ids).decode(errors="ignore")
-
-    def chat_token_ids(self, messages, add_generation_prompt=True):
-        return self.encode(" ".join(m["content"] for m in messages))
-
-    def generate(self, requests, progress=False):
-        return [GenResult("<answer>Paris</answer>", [1, 2, 3], None, len(r.prompt_token_ids), 0, "stop") for r in requests]
-
-    def info(self):
-        return {"model": "script"}
-
-    def close(self):
-        pass
-
-
 def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypatch):
     fake_mod = types.ModuleType("trace_selector.selector")
     fake_mod.Selector = FakeSelector
     monkeypatch.setitem(sys.modules, "trace_selector.selector", fake_mod)
     import trace_selector.engines as engine_mod
 
-    monkeypatch.setattr(engine_mod, "make_engine", lambda spec: ScriptEngine())
+    monkeypatch.setattr(engine_mod, "make_engine", lambda spec: ScriptedEngine(lambda prompt, request: "<answer>Paris</answer>"))
     FakeSelector.calls.clear()
     res = evaluate(EvalConfig(pool=str(pool_file), methods=["trace", "solagg"], checkpoint="ckpt",
                               out=str(tmp_path / "r.json"), budget_subsets=2, budget_llm=True))
@@ -228,9 +207,9 @@ def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypa
     # full pool, then subsets of size 1 (2 draws), 2 (2 draws), 3 (one draw): 9, 3, 3, 6, 6, 9 trajectories
     assert [c[1] for c in FakeSelector.calls[1:]] == [9, 3, 3, 6, 6, 9]
     solagg = res["methods"]["solagg"]
-    # q0 (Paris vs London) and q1 (Berlin vs Bonn) need a call; the script always says Paris.
-    assert solagg["tokens_out"] == 6 and solagg["parse_failures"] == 1 and solagg["em"] == pytest.approx(200 / 3, abs=1e-3)
-    assert set(res["budget_curve"]) == {"trace", "solagg", "oracle_pass_at_k"} and res["engine"] == {"model": "script"}
+    # q0 (Paris vs London) and q1 (Berlin vs Bonn) need a call; the script always says Paris (22 characters).
+    assert solagg["tokens_out"] == 44 and solagg["parse_failures"] == 1 and solagg["em"] == pytest.approx(200 / 3, abs=1e-3)
+    assert set(res["budget_curve"]) == {"trace", "solagg", "oracle_pass_at_k"} and res["engine"] == {"engine": "fake"}
     # Not asked: LLM methods stay out of the (expensive) budget curve but are still evaluated.
     res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority", "solagg"], out=str(tmp_path / "r2.json"),
                               budget_subsets=2))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model_graphs import one_thread
+from tests.conftest import one_thread
 from trace_selector.cli import main
-from trace_selector.model.hub import save_selector
 from trace_selector.model import ModelConfig, SelectorNet
+from trace_selector.model.hub import save_selector
 from trace_selector.quickstart import QuickstartConfig, quickstart
 
 POOL = Path(__file__).parent / "data" / "webqa_pool.jsonl"

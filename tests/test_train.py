@@ -27,7 +27,7 @@ from trace_selector.train import (
     train,
 )
 
-from model_graphs import one_thread, toy_graph
+from tests.conftest import one_thread, toy_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
-POOLS = Path(__file__).resolve().parents[1] / "data" / "pools"
+POOLS = Path(__file__).resolve().parents[2] / "data" / "pools"
 SEALED = POOLS / "wikileads-test-sealed.jsonl.gz"
 
 

@@ -33,7 +33,7 @@ from trace_selector.records import (
 )
 from trace_selector.records.summary import summarize_pool
 
-DATA = Path(__file__).parent / "data"
+from tests.conftest import DATA
 
 
 # ---------------------------------------------------------------------------------------------------

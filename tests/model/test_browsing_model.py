@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from test_graph_browsing import orphan_group
+from tests.conftest import orphan_group
 from trace_selector.errors import InputError
 from trace_selector.graph import build_graph
 from trace_selector.graph.encoder import HashEncoder

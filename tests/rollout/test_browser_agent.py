@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_agent_fakes import FakeEngine, turn_of
+from tests.conftest import FakeEngine, turn_of
 
 from trace_selector.rollout import prompts
 from trace_selector.rollout.agent import Agent, AgentConfig

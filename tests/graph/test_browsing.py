@@ -13,43 +13,9 @@ from trace_selector.graph.browsing import is_evidence, is_search, page_url
 from trace_selector.graph.encoder import HashEncoder
 from trace_selector.graph.plan import MENTIONS
 from trace_selector.graph.schema import BROWSING
-from trace_selector.records import Document, QuestionGroup, Step, Trajectory
+from trace_selector.records import QuestionGroup, Step, Trajectory
 
-PAGE_X = "URL: https://wiki.org/X\nTitle: X\nL0: X was founded by Alice in 1901."
-FIND_X = "URL: https://wiki.org/X\n[1 lines matching 'founded']\nL0: X was founded by Alice in 1901."
-PAGE_Z = "URL: https://wiki.org/Z\nTitle: Z\nL0: Z is unrelated."
-
-
-def hit(rank, url, title="t"):
-    return Document(rank=rank, title=title, text="snippet", doc_id=url, url=url)
-
-
-def page(url, text):
-    return Document(rank=1, title="p", text=text, doc_id=url, url=url)
-
-
-def traj(sample, answer, steps):
-    return Trajectory("b1", "Who founded X?", sample, answer, steps, ["Alice"], style="browsing")
-
-
-def group() -> QuestionGroup:
-    trajs = [
-        traj(0, "Alice", [
-            Step("search", "X founder", documents=[hit(1, "https://Wiki.ORG/X#top"), hit(2, "https://wiki.org/Y")]),
-            Step("open", "https://wiki.org/X", PAGE_X, [page("https://wiki.org/X", PAGE_X)]),
-            Step("find", "founded", FIND_X),  # no documents: URL from the header
-            Step("open", "https://wiki.org/Missing", "Page not found: https://wiki.org/Missing"),
-        ]),
-        traj(1, "Bob", [
-            Step("search", "X history", documents=[hit(1, "https://wiki.org/Y"), hit(3, "HTTPS://WIKI.ORG/X")]),
-            Step("open", "https://wiki.org/%58", PAGE_X, [page("https://wiki.org/%58", PAGE_X)]),
-            Step("open", "https://wiki.org/Z", PAGE_Z),  # never listed: hangs off the latest subquery, rank_5
-        ]),
-        traj(2, "Alice", [Step("open", "https://wiki.org/Missing", "Page not found: https://wiki.org/Missing")]),
-        traj(3, "", [Step("search", "X", documents=[hit(1, "https://wiki.org/X")])]),
-    ]
-    return QuestionGroup("b1", trajs[0].question, ["Alice"], trajs)
-
+from tests.conftest import FIND_X, browsing_group, hit, orphan_group
 
 def edges(data, src, rel, dst):
     return data[src, rel, dst].edge_index.tolist()
@@ -60,7 +26,7 @@ def sizes(data):
 
 
 def test_counts_by_hand():
-    data = build_graph(group(), HashEncoder(8))
+    data = build_graph(browsing_group(), HashEncoder(8))
     assert sizes(data) == {"query": 1, "subquery": 2, "evidence": 4, "document": 2, "answer": 2}
     # the query node is in no relation; one search per trajectory, so no temporal edges
     assert not any("query" in (src, dst) for src, _, dst in data.edge_types)
@@ -83,23 +49,6 @@ def test_counts_by_hand():
     assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(1), 0.5, 1.0, 1.0], [math.log1p(1), 0.5, 0.0, 0.0]]))
 
 
-def orphan_group() -> QuestionGroup:
-    trajs = [
-        traj(0, "Alice", [
-            Step("open", "https://wiki.org/X", PAGE_X, [page("https://wiki.org/X", PAGE_X)]),  # before any search
-            Step("find", "founded", FIND_X),
-            Step("search", "X founder", documents=[hit(1, "https://wiki.org/Y")]),
-            Step("open", "https://wiki.org/Z", PAGE_Z),
-        ]),
-        traj(1, "Alice", [
-            Step("search", "q", documents=[hit(1, "https://wiki.org/X")]),
-            Step("open", "https://wiki.org/X", PAGE_X, [page("https://wiki.org/X", PAGE_X)]),
-            Step("search", "more", documents=[hit(1, "https://wiki.org/Y")]),
-        ]),
-    ]
-    return QuestionGroup("b1", trajs[0].question, ["Alice"], trajs)
-
-
 def test_orphan_subquery_and_temporal_edges():
     data = build_graph(orphan_group(), HashEncoder(8))
     # subqueries: o (T0 orphan), "X founder" (T0), "q", "more" (T1)
@@ -114,20 +63,20 @@ def test_orphan_subquery_and_temporal_edges():
 
 
 def test_drop_reasons():
-    _, report = build_graphs([group()], HashEncoder(4))
+    _, report = build_graphs([browsing_group()], HashEncoder(4))
     assert report.dropped == {"no_answer": 1, "no_search": 1}
     assert report.retained == 2
 
 
 def test_no_cross_edges_copies_documents():
-    data = build_graph(group(), HashEncoder(8), GraphOptions(cross_edges=False))
+    data = build_graph(browsing_group(), HashEncoder(8), GraphOptions(cross_edges=False))
     assert data["document"].x.shape[0] == 3  # (T0, X), (T1, X), (T1, Z)
     assert data["document"].traj.tolist() == [0, 1, 1]
     assert edges(data, "evidence", "of", "document") == [[0, 1, 2, 3], [0, 0, 1, 2]]
 
 
 def test_merge_evidence():
-    data = build_graph(group(), HashEncoder(8), GraphOptions(merge_evidence=True))
+    data = build_graph(browsing_group(), HashEncoder(8), GraphOptions(merge_evidence=True))
     # T0's and T1's open of X read the same text: one node shared by both trajectories
     assert data["evidence"].x.shape[0] == 3
     assert data["evidence"].traj.tolist() == [-1, 0, 1]
@@ -136,7 +85,7 @@ def test_merge_evidence():
 
 
 def test_merge_answers_keeps_distinct_answers():
-    data = build_graph(group(), HashEncoder(8), GraphOptions(merge_answers=True))
+    data = build_graph(browsing_group(), HashEncoder(8), GraphOptions(merge_answers=True))
     assert data["answer"].x.shape[0] == 2  # Alice and Bob differ
     assert data["evidence"].traj.tolist() == [0, 0, 1, 1]
 
@@ -157,7 +106,7 @@ def test_batching_keeps_all_types():
 
     g = QuestionGroup("b", "q?", [], [Trajectory("b", "q?", 0, "yes", [Step("search", "s", documents=[hit(1, "u")])],
                                                   style="browsing")])
-    graphs, _ = build_graphs([g, group()], HashEncoder(4))
+    graphs, _ = build_graphs([g, browsing_group()], HashEncoder(4))
     batch = next(iter(DataLoader(graphs, batch_size=2)))
     assert set(batch.edge_types) == set(BROWSING.edge_types) | {MENTIONS}  # + bookkeeping, graph/plan.py
     assert batch["document"].x.shape == (2, 4)
@@ -179,6 +128,6 @@ def test_evidence_rules():
 
 def test_kind_mismatch_names_the_selector_the_pool_needs():
     with pytest.raises(InputError, match=r"question 'b1': the pool is browsing-style but webqa graphs .*model.kind=browsing"):
-        build_graphs([group()], HashEncoder(8), GraphOptions(kind="webqa"))
-    graphs, _ = build_graphs([group()], HashEncoder(8), GraphOptions(kind="browsing"))
+        build_graphs([browsing_group()], HashEncoder(8), GraphOptions(kind="webqa"))
+    graphs, _ = build_graphs([browsing_group()], HashEncoder(8), GraphOptions(kind="browsing"))
     assert len(graphs) == 1

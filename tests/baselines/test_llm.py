@@ -13,62 +13,14 @@ from trace_selector.baselines.aggregators import SolAgg, SummAgg, report_text
 from trace_selector.baselines.judge import Judge, parse_rubric
 from trace_selector.baselines.llm import Chat, LLMConfig, answer_span, match_candidate
 from trace_selector.baselines.render import render_steps
-from trace_selector.engines.base import GenResult
 from trace_selector.errors import InputError
-from trace_selector.records import QuestionGroup, Step, Trajectory
+from trace_selector.records import Step
 
-
-class FakeEngine:
-    """Character-level tokenizer and a `respond(prompt_text, request)` script instead of a model."""
-
-    model_name = "fake"
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.requests = []
-        self.batches = 0
-
-    def encode(self, text):
-        return [ord(c) for c in text]
-
-    def decode(self, ids):
-        return "".join(chr(i) for i in ids)
-
-    def chat_token_ids(self, messages, add_generation_prompt=True):
-        return self.encode("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
-
-    def generate(self, requests, progress=False):
-        self.batches += 1
-        out = []
-        for r in requests:
-            self.requests.append(r)
-            text = self.respond(self.decode(r.prompt_token_ids), r)
-            out.append(GenResult(text, self.encode(text), None, len(r.prompt_token_ids), 0, "stop"))
-        return out
-
-    def info(self):
-        return {"engine": "fake"}
-
-    def close(self):
-        pass
-
-
-def doc_step(query, title, text):
-    return Step("search", query, search_result=f"Doc 1 (Title: {title}) {text}")
-
-
-def make_group(qid="q1", answers=("Paris", "London", "Paris"), gold=("Paris",)):
-    trajs = [
-        Trajectory(qid, "What is the capital of France?", i, a,
-                   steps=[doc_step(f"capital of France {i}", "France", f"The capital of France is {a}.")],
-                   final_text=f"The documents say {a}. <answer>{a}</answer>")
-        for i, a in enumerate(answers)
-    ]
-    return QuestionGroup(qid, "What is the capital of France?", list(gold), trajs)
+from tests.conftest import ScriptedEngine, make_group
 
 
 def chat(respond, **cfg):
-    engine = FakeEngine(respond)
+    engine = ScriptedEngine(respond)
     return engine, Chat(engine, LLMConfig(**cfg))
 
 
@@ -139,7 +91,7 @@ def test_solagg_maps_to_existing_answer_and_counts_tokens():
 
 
 def test_integrate_cut_before_answer_gets_a_forced_answer():
-    class Cut(FakeEngine):
+    class Cut(ScriptedEngine):
         def generate(self, requests, progress=False):
             out = super().generate(requests, progress)
             for r, g in zip(requests, out):
@@ -158,7 +110,7 @@ def test_integrate_cut_before_answer_gets_a_forced_answer():
 
 
 def test_budgets_fit_the_context_and_cuts_are_reported():
-    engine = FakeEngine(lambda p, r: "<answer>Paris</answer>")
+    engine = ScriptedEngine(lambda p, r: "<answer>Paris</answer>")
     engine.config = type("Cfg", (), {"max_model_len": 3000})()
     c = Chat(engine, LLMConfig(answer_tokens=400))
     assert c.context == 3000 and c.prompt_budget(400) == 2600

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch_geometric.data import Batch
 
-from model_graphs import one_thread, toy_graph
+from tests.conftest import DATA, one_thread, toy_graph
 from trace_selector.cli import main
 from trace_selector.errors import InputError
 from trace_selector.model import ModelConfig, SelectorNet
@@ -100,8 +100,6 @@ def test_publish_without_network_is_one_line_error(saved, capsys):
 
 
 def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
-    from pathlib import Path
-
     from trace_selector.model.hub import EVAL_START, card_with_evaluation
 
     card = "# card\n\ntext\n"
@@ -112,7 +110,7 @@ def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
     assert twice.rstrip().endswith("footer") and "trace-selector evaluate x" in twice
 
     _, ckpt = saved
-    pool = Path(__file__).parent / "data" / "webqa_pool.jsonl"
+    pool = DATA / "webqa_pool.jsonl"
     args = ["evaluate", "--pool", str(pool), "--methods", "majority,trace", "--checkpoint", str(ckpt),
             "--out", str(tmp_path / "r.json"), "--no-budget", "--update-card"]
     assert main(args) == 0

@@ -1,10 +1,9 @@
 """Slow: `trace-selector rollout` stopped by SIGTERM while vLLM's engine is still starting ends within
 seconds, releases the pool lock, and the same command then finishes the pool.
-Run: pytest tests/test_rollout_stop.py -m slow"""
+Run: pytest tests/rollout/test_stop.py -m slow"""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,23 +11,10 @@ import sys
 import time
 
 import pytest
-from test_agent_vllm import PASSAGES, QUESTIONS
+
+from tests.conftest import tiny_setting
 
 pytestmark = pytest.mark.slow
-
-
-def _setting(folder):
-    from trace_selector.search.bm25 import build_index
-
-    folder.mkdir()
-    with open(folder / "corpus.jsonl", "w") as fh:
-        for doc_id, title, text in PASSAGES:
-            fh.write(json.dumps({"id": doc_id, "contents": f'"{title}"\n{text}'}) + "\n")
-    with open(folder / "questions_dev.jsonl", "w") as fh:
-        for q in QUESTIONS:
-            fh.write(json.dumps(q) + "\n")
-    build_index(folder / "corpus.jsonl", folder / "index")
-    return folder
 
 
 def test_sigterm_during_engine_start_ends_and_resumes(tmp_path):
@@ -36,7 +22,7 @@ def test_sigterm_during_engine_start_ends_and_resumes(tmp_path):
 
     from trace_selector.records import read_pool
 
-    setting = _setting(tmp_path / "setting")
+    setting = tiny_setting(tmp_path / "setting")
     out = tmp_path / "pool.jsonl.gz"
     cmd = [sys.executable, "-m", "trace_selector.cli", "rollout", "--split", "dev", "--limit", "2", "--k", "2",
            "--model", "smollm2-135m", "--out", str(out), f"setting={setting}", "agent.max_turns=1",

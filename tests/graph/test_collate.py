@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,7 +21,8 @@ from trace_selector.selector import (
     selections_from_scores,
 )
 
-DATA = Path(__file__).parent / "data"
+from tests.conftest import DATA
+
 
 
 @pytest.mark.parametrize("kind", ["webqa", "browsing"])
@@ -73,7 +73,7 @@ def test_collate_needs_plans():
 
 
 def test_orphan_subqueries_collate_like_pyg_and_score_the_same():
-    from test_graph_browsing import orphan_group
+    from tests.conftest import orphan_group
 
     from trace_selector.graph import plan_graph
 

@@ -1,26 +1,15 @@
 """Slow end-to-end rollouts through the real vLLM engine with the smallest packaged model (SmolLM2-135M):
 every strategy and the browsing agent on 2 questions x K=2 over a five-passage setting, one engine
-shared by the whole module. Run: pytest tests/test_agent_vllm.py -m slow"""
+shared by the whole module. Run: pytest tests/rollout/test_agent_vllm.py -m slow"""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.conftest import tiny_setting
 
-PASSAGES = [
-    ("d1", "Paris", "Paris is the capital and largest city of France."),
-    ("d2", "France", "France is a country in Western Europe. Its capital is Paris."),
-    ("d3", "Danube", "The Danube is a river that flows through Budapest and Vienna."),
-    ("d4", "Mount Everest", "Mount Everest is the highest mountain above sea level."),
-    ("d5", "Nile", "The Nile is a major river in northeastern Africa."),
-]
-QUESTIONS = [
-    {"id": "q1", "question": "What is the capital of France?", "golden_answers": ["Paris"]},
-    {"id": "q2", "question": "Which river flows through Budapest?", "golden_answers": ["Danube"]},
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -35,21 +24,7 @@ def engine():
 @pytest.fixture(scope="module")
 def setting(engine, tmp_path_factory):
     # Built after the engine: bm25s (numba) must be imported after vLLM starts.
-    from trace_selector.search.bm25 import build_index
-
-    folder = tmp_path_factory.mktemp("tiny_setting")
-    with open(folder / "corpus.jsonl", "w") as fh:
-        for doc_id, title, text in PASSAGES:
-            fh.write(json.dumps({"id": doc_id, "contents": f'"{title}"\n{text}'}) + "\n")
-    with open(folder / "pages.jsonl", "w") as fh:
-        for _, title, text in PASSAGES:
-            fh.write(json.dumps({"url": f"https://wiki.local/{title.replace(' ', '_')}", "title": title,
-                                 "text": text}) + "\n")
-    with open(folder / "questions_dev.jsonl", "w") as fh:
-        for q in QUESTIONS:
-            fh.write(json.dumps(q) + "\n")
-    build_index(folder / "corpus.jsonl", folder / "index")
-    return folder
+    return tiny_setting(tmp_path_factory.mktemp("tiny_setting"), pages=True)
 
 
 RUNS = [

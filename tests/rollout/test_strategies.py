@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, search_then_answer, turn_of
+from tests.conftest import QUESTIONS, FakeEngine, FakeIndex, search_then_answer, turn_of
 
 from trace_selector.records import Document, Step, Trajectory
 from trace_selector.rollout import prompts

@@ -8,12 +8,13 @@ import re
 
 import pytest
 
-from test_baselines_llm import FakeEngine, make_group
 from trace_selector.baselines import inspection, prompts
 from trace_selector.baselines.aggagent import AggAgent, parse_action, run_tool
 from trace_selector.baselines.llm import Chat, LLMConfig
 from trace_selector.evaluate import score_pick
 from trace_selector.records import Step, Trajectory
+
+from tests.conftest import ScriptedEngine, make_group
 
 
 def long_traj(n_steps=6, words=200):
@@ -99,7 +100,7 @@ def test_regex_accepts_calls_and_finish():
 
 def agent(replies, **cfg):
     script = iter(replies)
-    engine = FakeEngine(lambda p, r: next(script))
+    engine = ScriptedEngine(lambda p, r: next(script))
     cfg.setdefault("max_prompt_tokens", 20000)  # the fake tokenizer counts characters
     return engine, AggAgent(Chat(engine, LLMConfig(**cfg)))
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trace_selector.model.loss import LossConfig, group_logsumexp, pos_weight_of, selection_loss
-from model_graphs import one_thread
+from tests.conftest import one_thread
 
 LN2 = math.log(2.0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, always_search, search_then_answer, turn_of
+from tests.conftest import QUESTIONS, FakeEngine, FakeIndex, always_search, search_then_answer, turn_of
 
 from trace_selector.records import trajectory_from_dict, trajectory_to_dict
 from trace_selector.rollout import prompts

@@ -83,7 +83,7 @@ def test_vote_columns_by_hand():
 
 
 def test_browsing_subset_keeps_only_documents_still_linked():
-    from test_graph_browsing import group as browsing_group
+    from tests.conftest import browsing_group
 
     enc = HashEncoder(8)
     g = browsing_group()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_agent_fakes import QUESTIONS, FakeEngine, FakeIndex, Q, search_then_answer
+from tests.conftest import QUESTIONS, FakeEngine, FakeIndex, Q, search_then_answer
 
 from trace_selector.errors import FormatError, InputError
 from trace_selector.records import Trajectory, read_meta, read_pool

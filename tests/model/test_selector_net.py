@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from model_graphs import one_thread, toy_graph
+from tests.conftest import DATA, one_thread, toy_graph
 from trace_selector.errors import InputError
 from trace_selector.model import AnswerQFormer, ModelConfig, RelationalMeanConv, SelectorNet, TypeEncoder
 from trace_selector.model.layers import scatter_mean
@@ -247,14 +247,12 @@ def test_builder_graphs_under_every_graph_option(options):
 
 @pytest.mark.parametrize("kind", ["webqa", "browsing"])
 def test_bundled_pools_both_kinds_batch_and_train(kind):
-    from pathlib import Path
-
     from trace_selector.graph import GraphOptions, build_graphs
     from trace_selector.graph.encoder import HashEncoder
     from trace_selector.model import selection_loss
     from trace_selector.records import read_pool
 
-    pool = read_pool(Path(__file__).parent / "data" / f"{kind}_pool.jsonl")
+    pool = read_pool(DATA / f"{kind}_pool.jsonl")
     graphs, _ = build_graphs(pool, HashEncoder(8), GraphOptions(kind=kind))
     model = SelectorNet(ModelConfig(kind=kind, embed_dim=8, hidden=16, layers=2)).eval()
     batch = Batch.from_data_list(graphs)
