@@ -3,7 +3,7 @@
 Tool calls are steps whose action is a real tool (search, open, find); "invalid" steps, where the
 model produced no usable action, do not count. Only answered trajectories compete. Ties on the
 count are broken by a majority vote among the tied trajectories (then the earliest sample_id, as in
-`pick.vote`), so the rule is deterministic and never prefers an arbitrary order.
+`records.answers.vote`), so the rule is deterministic and never prefers an arbitrary order.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ question's replicas (trajectories in sample_id order):
 
 A replica is valid when it completed with an answer: a non-empty answer and a finish reason other
 than a cut (`INCOMPLETE`: the forced answer turn hit max_tokens, or the context ran out).
-Ties on the total are broken by a vote among the tied trajectories (`pick.vote`). A judgement that
+Ties on the total are broken by a vote among the tied trajectories (`records.answers.vote`). A judgement that
 does not parse is a parse failure and leaves that trajectory unscored; a question with no parsed
 judgement, or without a valid replica, falls back to the majority vote.
 """

@@ -15,7 +15,7 @@ in a sidecar ``<pool>.meta.json`` so the pool file itself stays readable by the 
 
     pool = read_pool("pool.jsonl.gz")          # Pool, trajectories grouped by question
     write_pool(pool, "copy.parquet")           # atomic: temp file, then rename
-    trace-selector validate pool.jsonl.gz      # check a file and print `summarize_pool`
+    trace-selector validate pool.jsonl.gz      # check a file and print `summary.summarize_pool`
 
 Every malformed record raises `FormatError` naming file, line and field. Field paths use 0-based
 list indices (``steps[1].search_result`` is the second step). Record rules:

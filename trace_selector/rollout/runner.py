@@ -32,7 +32,7 @@ class RolloutConfig:
     """One rollout run (a YAML recipe in rollout/ fills it)."""
 
     setting: str = "wikileads"
-    """Search setting name or prepared folder (see `setting.load_setting`)."""
+    """Search setting name or prepared folder (see `search.setting.load_setting`)."""
     split: str = "dev"
     """Question split."""
     limit: int | None = None
