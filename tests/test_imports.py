@@ -132,7 +132,9 @@ def _unit(module: str) -> str:
 
 
 def _layer(unit: str) -> int:
-    return next(i for i, units in enumerate(LAYERS) if unit in units)
+    found = [i for i, units in enumerate(LAYERS) if unit in units]
+    assert found, f"trace_selector.{unit} is in no layer: add it to LAYERS in tests/test_imports.py"
+    return found[0]
 
 
 def test_lower_layers_never_import_higher_ones():
