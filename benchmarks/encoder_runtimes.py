@@ -39,16 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from trace_selector.graph import build_graphs
-    from trace_selector.hub import load_selector
-    from trace_selector.answers import normalize_answer
+    from trace_selector.model import SelectorNet
+    from trace_selector.records.answers import normalize_answer
     from trace_selector.records import Pool, read_pool
-    from trace_selector.selector import graph_options, make_encoder, score_graphs, selections_from_scores
+    from trace_selector.graph import graph_options
+    from trace_selector.graph.encoder import make_encoder
+    from trace_selector.selector import score_graphs, selections_from_scores
 
     torch.set_num_threads(a.threads)
     pool = read_pool(a.pool)
     if a.questions:
         pool = Pool(groups=pool.groups[: a.questions], meta=pool.meta, path=pool.path)
-    net = load_selector(a.checkpoint)
+    net = SelectorNet.load_checkpoint(a.checkpoint)
     options = graph_options(net.config)
     runtimes = [r.strip() for r in a.runtimes.split(",") if r.strip()]
     print(f"pool {a.pool}: {len(pool.groups)} questions; checkpoint {a.checkpoint} "

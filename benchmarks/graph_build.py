@@ -1,6 +1,6 @@
 """Graph-building throughput: WebQA graphs per second at K=16, cold vs warm embedding cache.
 
-Builds the graphs of a synthetic pool (`trace_selector.synthetic`, 50 questions x 16 trajectories,
+Builds the graphs of a synthetic pool (`trace_selector.records.synthetic`, 50 questions x 16 trajectories,
 1-3 searches of 3 chunks each) with the packaged all-MiniLM-L6-v2 encoder and prints one line per
 condition:
 
@@ -41,7 +41,7 @@ def main() -> None:
     from trace_selector.graph import GraphOptions, build_graphs, plan_graph
     from trace_selector.graph.dataset import load_or_build
     from trace_selector.graph.encoder import HashEncoder, TextEncoder
-    from trace_selector.synthetic import SyntheticConfig, make_pool
+    from trace_selector.records.synthetic import SyntheticConfig, make_pool
 
     pool = make_pool(SyntheticConfig(questions=args.questions, k=args.k, k_min=args.k, seed=0))
     n = len(pool.groups)

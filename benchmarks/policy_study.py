@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from trace_selector.records import read_pool
+from trace_selector.records.summary import summarize
 from trace_selector.rollout.runner import load_rollout_config, run_rollout
-from trace_selector.summary import summarize
 
 MIN_MAJORITY = 0.15
 MIN_ORACLE = 0.40
@@ -81,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
-    from trace_selector.rollout.engine import make_engine
+    from trace_selector.engines import make_engine
 
     rows = []
     for model in args.models.split(","):

@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trace_selector.answers import exact_match, pass_at_k
 from trace_selector.records import read_meta, read_pool
+from trace_selector.records.answers import exact_match, pass_at_k
 from trace_selector.rollout.runner import RolloutConfig, load_rollout_config, run_rollout
 
 
@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value RolloutConfig overrides for every run")
     a = ap.parse_args()
 
-    from trace_selector.rollout.engine import make_engine
+    from trace_selector.engines import make_engine
 
     parts = set(a.parts.split(","))
     models = a.models.split(",")
@@ -103,7 +103,7 @@ def main() -> None:
         engine = make_engine("vllm", model=model, max_model_len=a.max_context, seed=0)
         start = round(time.perf_counter() - t0, 1)
         if toolbox is None:  # after the first engine: bm25s/numba must load after vLLM
-            from trace_selector.setting import load_setting
+            from trace_selector.search.setting import load_setting
 
             setting = load_setting(a.setting)
             if a.agent_kind == "browsing":
@@ -111,7 +111,7 @@ def main() -> None:
 
                 toolbox = BrowserTools(setting.page_store())
             else:
-                from trace_selector.rollout.agent import SearchTools
+                from trace_selector.rollout.tools import SearchTools
 
                 toolbox = SearchTools(setting.index(), base.agent.top_k, base.agent.doc_chars)
             questions = setting.questions(a.split)[: a.limit]

@@ -31,7 +31,7 @@ def main() -> None:
 
     from trace_selector.search.bm25 import BM25Index
     from trace_selector.search.corpus import read_corpus
-    from trace_selector.setting import load_setting
+    from trace_selector.search.setting import load_setting
 
     s = load_setting(a.setting)
     split = "dev" if "dev" in s.splits else s.splits[0]

@@ -7,7 +7,7 @@ encoder and a fast runtime side by side, against majority voting on the same poo
     .venv/bin/python benchmarks/selector_throughput.py --pool data/pools/wikileads-0.5b-dev.jsonl.gz \
         --checkpoint checkpoints/wikileads --threads 2                  # the real 300 x 16 pool
 
-Without --pool the pool is synthetic (trace_selector/synthetic.py) with K trajectories per question;
+Without --pool the pool is synthetic (trace_selector/records/synthetic.py) with K trajectories per question;
 without --checkpoint the network is untrained (speed does not depend on the weights) with the default
 architecture unless told. "cold" starts from an empty on-disk cache (model load, ONNX export from a
 cache kept across runs, encoding); "warm" is a fresh encoder over the filled cache. Speed is shown as
@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 from torch_geometric.loader import DataLoader
 
-from trace_selector.graph import build_graphs, embed_plans, plan_graphs
-from trace_selector.graph.encoder import TextEncoder, parse_runtime
+from trace_selector.graph import build_graphs, embed_plans, graph_options, plan_graphs
+from trace_selector.graph.encoder import BagOfWordsEncoder, TextEncoder, make_encoder, parse_runtime
 from trace_selector.model import ModelConfig, SelectorNet, selection_loss
-from trace_selector.selector import Selector, graph_options, make_encoder, score_plans, selections_from_plans
-from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
+from trace_selector.records.synthetic import SyntheticConfig, make_pool
+from trace_selector.selector import Selector, score_plans, selections_from_plans
 
 
 def train_rate(graphs: list, cfg: ModelConfig, batch_size: int, epochs: int) -> float:
@@ -124,9 +124,9 @@ def main() -> None:
         print(f"training: {rate:.1f} graphs/s (hidden {args.hidden}, L={args.layers}, batch {args.batch_size})")
 
     if args.checkpoint:
-        from trace_selector.hub import load_selector
+        from trace_selector.model import SelectorNet
 
-        net = load_selector(args.checkpoint)
+        net = SelectorNet.load_checkpoint(args.checkpoint)
     else:
         net = SelectorNet(ModelConfig(embed_dim=384 if args.encoder != "bow" else 128, hidden=args.hidden,
                                       layers=args.layers, encoder=args.encoder))

@@ -17,12 +17,13 @@ from collections import Counter
 
 import torch
 
-from trace_selector.answers import normalize_answer
 from trace_selector.config import load_config
 from trace_selector.graph import build_graphs
-from trace_selector.hub import load_selector
+from trace_selector.graph.encoder import BagOfWordsEncoder
+from trace_selector.model import SelectorNet
+from trace_selector.records.answers import normalize_answer
+from trace_selector.records.synthetic import SyntheticConfig, make_pool
 from trace_selector.selector import graph_options, score_graphs, selections_from_scores
-from trace_selector.synthetic import BagOfWordsEncoder, SyntheticConfig, make_pool
 from trace_selector.train import ABLATIONS, PoolDataModule, TrainConfig, is_val_question, train
 
 
@@ -73,7 +74,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 result = train(cfg, datamodule=PoolDataModule(cfg, enc, graphs=(tr, va)))
                 secs.append(time.perf_counter() - t0)
-                net = load_selector(result.selector_dir)
+                net = SelectorNet.load_checkpoint(result.selector_dir)
                 picks = selections_from_scores(te, score_graphs(net, te))
                 tests.append(sum(bool(s.correct) for s in picks.values()) / args.test)
                 vals.append(result.best_val_acc)

@@ -24,7 +24,7 @@ QUESTIONS = [
 
 
 def run_vllm(args, prompts):
-    from trace_selector.rollout.engine import VLLMEngine
+    from trace_selector.engines.vllm import VLLMEngine
 
     t0 = time.perf_counter()
     engine = VLLMEngine(model=args.model, dtype=args.dtype, max_model_len=1024, max_num_seqs=len(prompts))
@@ -51,7 +51,7 @@ def run_hf(args, prompt_ids):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trace_selector.rollout.models import resolve
+    from trace_selector.engines.models import resolve
 
     torch.set_num_threads(args.threads)
     dtype = {"auto": torch.bfloat16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[args.dtype]

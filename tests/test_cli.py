@@ -38,7 +38,7 @@ def test_sigterm_unwinds_like_ctrl_c(monkeypatch, capsys):
     import os
     import signal
 
-    import trace_selector.records as records
+    import trace_selector.records.summary as summary
 
     cleaned = []
 
@@ -48,7 +48,7 @@ def test_sigterm_unwinds_like_ctrl_c(monkeypatch, capsys):
         finally:
             cleaned.append(path)  # what an engine's `finally: close()` relies on
 
-    monkeypatch.setattr(records, "summarize_pool", killed)
+    monkeypatch.setattr(summary, "summarize_pool", killed)
     before = signal.getsignal(signal.SIGTERM)
     assert main(["validate", "pool.jsonl"]) == 130
     assert cleaned and "interrupted" in capsys.readouterr().err

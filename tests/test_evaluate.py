@@ -12,9 +12,19 @@ from pathlib import Path
 import pytest
 
 from trace_selector.cli import main
-from trace_selector.evaluate import EvalConfig, draw_subsets, evaluate, format_table, load_eval_config, oracle_at, restrict, subset_sizes
+from trace_selector.evaluate import (
+    EvalConfig,
+    draw_subsets,
+    evaluate,
+    format_table,
+    load_eval_config,
+    oracle_at,
+    restrict,
+    subset_sizes,
+)
 from trace_selector.records import Pool, QuestionGroup, Trajectory
-from trace_selector.rollout.generation import GenResult
+
+from tests.conftest import ScriptedEngine
 
 
 def record(qi, gold, sid, answer, n_steps, conf, lp):
@@ -64,7 +74,7 @@ def test_evaluate_cli_results_shape_and_values(pool_file, tmp_path, capsys):
     out, plot, perq = tmp_path / "res" / "results.json", tmp_path / "budget.png", tmp_path / "perq.jsonl"
     methods = list(EXPECTED_EM) + ["trace"]
     rc = main(["evaluate", "--pool", str(pool_file), "--methods", ",".join(methods), "--out", str(out),
-               "--plot", str(plot), "--per-question", str(perq), "--set", "budget_subsets=4"])
+               "--plot", str(plot), "--per-question", str(perq), "budget_subsets=4"])
     assert rc == 0
     table = capsys.readouterr().out
     assert "| majority | 33.3 |" in table and "skipped: no --checkpoint given" in table
@@ -182,35 +192,13 @@ class FakeSelector:
         return out
 
 
-class ScriptEngine:
-    model_name = "script"
-
-    def encode(self, text):
-        return list(text.encode())
-
-    def decode(self, ids):
-        return bytes(ids).decode(errors="ignore")
-
-    def chat_token_ids(self, messages, add_generation_prompt=True):
-        return self.encode(" ".join(m["content"] for m in messages))
-
-    def generate(self, requests, progress=False):
-        return [GenResult("<answer>Paris</answer>", [1, 2, 3], None, len(r.prompt_token_ids), 0, "stop") for r in requests]
-
-    def info(self):
-        return {"model": "script"}
-
-    def close(self):
-        pass
-
-
 def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypatch):
     fake_mod = types.ModuleType("trace_selector.selector")
     fake_mod.Selector = FakeSelector
     monkeypatch.setitem(sys.modules, "trace_selector.selector", fake_mod)
-    import trace_selector.rollout.engine as engine_mod
+    import trace_selector.engines as engine_mod
 
-    monkeypatch.setattr(engine_mod, "make_engine", lambda spec: ScriptEngine())
+    monkeypatch.setattr(engine_mod, "make_engine", lambda spec: ScriptedEngine(lambda prompt, request: "<answer>Paris</answer>"))
     FakeSelector.calls.clear()
     res = evaluate(EvalConfig(pool=str(pool_file), methods=["trace", "solagg"], checkpoint="ckpt",
                               out=str(tmp_path / "r.json"), budget_subsets=2, budget_llm=True))
@@ -219,9 +207,9 @@ def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypa
     # full pool, then subsets of size 1 (2 draws), 2 (2 draws), 3 (one draw): 9, 3, 3, 6, 6, 9 trajectories
     assert [c[1] for c in FakeSelector.calls[1:]] == [9, 3, 3, 6, 6, 9]
     solagg = res["methods"]["solagg"]
-    # q0 (Paris vs London) and q1 (Berlin vs Bonn) need a call; the script always says Paris.
-    assert solagg["tokens_out"] == 6 and solagg["parse_failures"] == 1 and solagg["em"] == pytest.approx(200 / 3, abs=1e-3)
-    assert set(res["budget_curve"]) == {"trace", "solagg", "oracle_pass_at_k"} and res["engine"] == {"model": "script"}
+    # q0 (Paris vs London) and q1 (Berlin vs Bonn) need a call; the script always says Paris (22 characters).
+    assert solagg["tokens_out"] == 44 and solagg["parse_failures"] == 1 and solagg["em"] == pytest.approx(200 / 3, abs=1e-3)
+    assert set(res["budget_curve"]) == {"trace", "solagg", "oracle_pass_at_k"} and res["engine"] == {"engine": "fake"}
     # Not asked: LLM methods stay out of the (expensive) budget curve but are still evaluated.
     res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority", "solagg"], out=str(tmp_path / "r2.json"),
                               budget_subsets=2))
@@ -229,7 +217,7 @@ def test_trace_and_llm_methods_wired_through_fakes(pool_file, tmp_path, monkeypa
 
 
 def test_llm_methods_skipped_without_engine(pool_file, tmp_path, monkeypatch):
-    import trace_selector.rollout.engine as engine_mod
+    import trace_selector.engines as engine_mod
     from trace_selector.errors import MissingExtraError
 
     def no_vllm(spec):
@@ -245,7 +233,7 @@ def test_llm_methods_skipped_without_engine(pool_file, tmp_path, monkeypatch):
 def _toy_checkpoint(path, grounded: bool, seed: int):
     import torch
 
-    from trace_selector.hub import save_selector
+    from trace_selector.model.hub import save_selector
     from trace_selector.model import ModelConfig, SelectorNet
 
     torch.manual_seed(seed)
@@ -263,7 +251,7 @@ def test_several_checkpoints_are_rows_named_after_them(tmp_path, capsys):
     try:
         rc = main(["evaluate", "--pool", str(pool), "--methods", "majority,trace", "--checkpoint", f"trace={paper}",
                    "--checkpoint", f"trace_grounded={ours}", "--out", str(out), "--per-question", str(perq),
-                   "--set", "budget_subsets=2", "--set", "threads=1", "--update-card"])
+                   "threads=1", "--update-card", "--set", "budget_subsets=2"])  # --set: the old spelling, still read
     finally:
         torch.set_num_threads(n)
     assert rc == 0

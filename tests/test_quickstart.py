@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model_graphs import one_thread
+from tests.conftest import one_thread
 from trace_selector.cli import main
-from trace_selector.hub import save_selector
 from trace_selector.model import ModelConfig, SelectorNet
+from trace_selector.model.hub import save_selector
 from trace_selector.quickstart import QuickstartConfig, quickstart
 
 POOL = Path(__file__).parent / "data" / "webqa_pool.jsonl"
@@ -48,3 +48,14 @@ def test_quickstart_missing_artifacts_are_one_line_errors(checkpoint, tmp_path, 
     assert main([*args, "--checkpoint", str(checkpoint), "--eval-pool", "missing.jsonl.gz"]) == 1
     assert "missing.jsonl.gz: evaluation pool not found" in capsys.readouterr().err
     assert not (tmp_path / "qs" / "results.json").exists()
+
+
+def test_quickstart_takes_key_value_overrides_like_every_command(checkpoint, tmp_path, capsys):
+    args = ["quickstart", "--live-questions", "0", "--checkpoint", str(checkpoint), "--eval-pool", str(POOL)]
+    assert main([*args, "budget_subsets=oops"]) == 1
+    assert "config.budget_subsets: cannot read 'oops' as int" in capsys.readouterr().err
+    assert main([*args, "colour=blue"]) == 1
+    assert "unknown key(s) colour" in capsys.readouterr().err
+    out = tmp_path / "qs"
+    assert main([*args, "--out-dir", str(out), "methods=majority,trace", "budget_subsets=1"]) == 0
+    assert set(json.loads((out / "results.json").read_text())["methods"]) == {"majority", "trace"}

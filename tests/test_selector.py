@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model_graphs import one_thread
+from tests.conftest import one_thread
 from trace_selector.errors import InputError
-from trace_selector.hub import save_selector
 from trace_selector.model import ModelConfig, SelectorNet
+from trace_selector.model.hub import save_selector
 
 POOL = Path(__file__).parent / "data" / "webqa_pool.jsonl"
 

@@ -16,11 +16,18 @@ from trace_selector.cli import main
 from trace_selector.config import load_config
 from trace_selector.errors import InputError
 from trace_selector.records import Document, Pool, QuestionGroup, Step, Trajectory, write_pool
+from trace_selector.records.synthetic import SyntheticConfig, make_pool
 from trace_selector.selector import Selector
-from trace_selector.synthetic import SyntheticConfig, make_pool
-from trace_selector.train import TrainConfig, is_mixed, is_val_question, resolve_config, selected_correct, train
+from trace_selector.train import (
+    TrainConfig,
+    is_mixed,
+    is_val_question,
+    resolve_config,
+    selected_correct,
+    train,
+)
 
-from model_graphs import one_thread, toy_graph
+from tests.conftest import one_thread, toy_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,8 +3,9 @@
     from trace_selector import Selector
     selector = Selector.from_pretrained("checkpoints/wikileads")
 
-Layers (lower never imports higher): records/answers/config -> search, rollout, graph -> model ->
-train, baselines, evaluate, hub -> cli. Heavy dependencies are imported where they are used: the
+Layers (lower never imports higher; tests/test_imports.py): errors, types, config, ... -> records/ (the
+pool contract) -> search/, engines/ -> rollout/, graph/ -> model/ -> baselines/, selector, train ->
+evaluate -> quickstart -> cli. Heavy dependencies are imported where they are used: the
 names below are loaded on first access (PEP 562), so `import trace_selector` (and the CLI's
 `--version`) does not import torch.
 """

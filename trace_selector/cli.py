@@ -29,7 +29,7 @@ def _validate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.records import summarize_pool
+        from trace_selector.records.summary import summarize_pool
 
         summary = summarize_pool(a.pool)
         print(summary.to_json() if a.json else summary.to_text())
@@ -49,7 +49,7 @@ def _data(p: argparse.ArgumentParser) -> Handler:
     summ.add_argument("--dir", type=Path, default=None, help="prepared folder (default: the cache)")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector import setting
+        from trace_selector.search import setting
 
         if a.action == "prepare":
             report = setting.prepare(a.setting, out=a.out, force=a.force)
@@ -83,7 +83,7 @@ def _search(p: argparse.ArgumentParser) -> Handler:
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.search.bm25 import BM25Index, format_results
-        from trace_selector.setting import index_dir
+        from trace_selector.search.setting import index_dir
 
         index = BM25Index.load(a.index or index_dir(a.setting))
         print(format_results(index.search(a.query, a.k)))
@@ -112,7 +112,9 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
     p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. llm.agent_max_iterations=8")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. threads=2 llm.agent_max_iterations=8")
+    # `--set KEY=VALUE` was evaluate's own override syntax; still read (and recorded in model cards), not shown.
+    p.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
     p.add_argument("--update-card", action="store_true",
                    help="write the results table into the --checkpoint folder's model card (before publishing)")
 
@@ -122,7 +124,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "questions": a.questions, "reference": a.reference, "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
-        cfg = load_eval_config(a.config, flags, a.set)
+        cfg = load_eval_config(a.config, flags, a.set + a.overrides)
         cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]
         if a.update_card and not cards:
             raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
@@ -130,7 +132,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         table = format_table(results)
         print(table)
         if a.update_card:
-            from trace_selector.hub import update_card
+            from trace_selector.model.hub import update_card
 
             command = "trace-selector evaluate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["evaluate"] else None
             for path in cards:  # every compared selector's card gets the same table
@@ -150,7 +152,7 @@ def _models(p: argparse.ArgumentParser) -> Handler:
     sub.add_parser("list", help="list packaged models, their packages and prepared folders")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.rollout import models
+        from trace_selector.engines import models
 
         if a.action == "list":
             print(models.list_models())
@@ -169,7 +171,7 @@ def _serve(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for /health before giving up")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.rollout.server import serve_forever
+        from trace_selector.engines.launch import serve_forever
 
         serve_forever(a.model, port=a.port, host=a.host, max_model_len=a.max_model_len, timeout=a.timeout)
         return 0
@@ -186,7 +188,7 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
     p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("overrides", nargs="*", help="key=value config overrides (e.g. agent.temperature=0.8)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. agent.temperature=0.8")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.rollout.runner import load_rollout_config, run_rollout
@@ -251,13 +253,14 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", default=None, help=f"selector folder (default: the shipped {d.checkpoint})")
     p.add_argument("--eval-pool", default=None, help=f"pool to evaluate (default: the shipped {d.eval_pool})")
     p.add_argument("--out-dir", default=None, help=f"output folder (default {d.out_dir})")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace")
 
     def run(a: argparse.Namespace) -> int:
+        from trace_selector.config import load_config
         from trace_selector.quickstart import quickstart
 
-        given = {k: v for k, v in vars(a).items()
-                 if k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir") and v is not None}
-        quickstart(QuickstartConfig(**given))
+        flags = {k: getattr(a, k) for k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir")}
+        quickstart(load_config(QuickstartConfig, None, a.overrides, flags))
         return 0
 
     return run
@@ -270,9 +273,9 @@ def _publish(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--private", action="store_true", help="create the repo as private")
 
     def run(a: argparse.Namespace) -> int:
-        from trace_selector.hub import publish
+        from trace_selector.model import SelectorNet
 
-        print(publish(a.checkpoint, a.repo_id, endpoint=a.endpoint, private=a.private))
+        print(SelectorNet.publish(a.checkpoint, a.repo_id, endpoint=a.endpoint, private=a.private))
         return 0
 
     return run
@@ -365,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         _quiet_libraries()
     if from_shell and args.command in ENGINE_COMMANDS:
-        from trace_selector.rollout.preload import reexec_with_preload
+        from trace_selector.engines.preload import reexec_with_preload
 
         reexec_with_preload(argv)
     try:

@@ -42,17 +42,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_selector.answers import exact_match, f1_score, pass_at_k
 from trace_selector.atomic import atomic_write
 from trace_selector.baselines.confidence import ConfidenceConfig
-from trace_selector.baselines.heuristics import is_correct
 from trace_selector.baselines.llm import LLMConfig
-from trace_selector.baselines.pick import Method, Pick
+from trace_selector.baselines.pick import Method
 from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS, MODEL_METHODS
 from trace_selector.config import dump_config, load_config, to_dict
 from trace_selector.errors import InputError
 from trace_selector.paired import BOOTSTRAP_RESAMPLES, Paired, paired_difference
 from trace_selector.records import Pool, QuestionGroup
+from trace_selector.records.answers import exact_match, f1_score, is_correct, pass_at_k
+from trace_selector.records.pick import Pick
 
 DEFAULT_METHODS: tuple[str, ...] = (
     "single", "majority", "weighted_stated", "weighted_token", "fewest_tools", "most_tools", "trace",
@@ -77,7 +77,7 @@ class EvalConfig:
     k: int | None = None
     """Trajectories per question to use (first k by sample_id); None = all."""
     engine: str = "vllm"
-    """Engine spec for LLM methods (`rollout.engine.make_engine`): ``vllm``, ``vllm:<model>``, ``http://...``."""
+    """Engine spec for LLM methods (`engines.make_engine`): ``vllm``, ``vllm:<model>``, ``http://...``."""
     plot: str | None = None
     """Budget-curve PNG path (None: no plot)."""
     per_question: str | None = None
@@ -193,7 +193,7 @@ def score_pick(group: QuestionGroup, pick: Pick) -> tuple[float, float]:
     if group.golden_answers:
         return exact_match(pick.answer, group.golden_answers), f1_score(pick.answer, group.golden_answers)
     traj = by_id.get(pick.sample_id) if pick.sample_id is not None else None
-    ok = float(traj is not None and is_correct(group, traj))
+    ok = float(traj is not None and bool(is_correct(traj, group.golden_answers)))
     return ok, ok
 
 
@@ -263,7 +263,7 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
         from trace_selector.baselines.llm import Chat
 
         try:
-            from trace_selector.rollout.engine import make_engine
+            from trace_selector.engines import make_engine
 
             engine = make_engine(cfg.engine)
         except (ImportError, InputError) as err:
@@ -311,7 +311,7 @@ def oracle_at(groups: Sequence[QuestionGroup], k: int) -> float:
     for g in groups:
         n = len(g.trajectories)
         if n:
-            c = sum(1 for t in g.trajectories if is_correct(g, t))
+            c = sum(1 for t in g.trajectories if is_correct(t, g.golden_answers))
             total += pass_at_k(n, c, min(k, n))
     return 100.0 * total / max(1, len(groups))
 

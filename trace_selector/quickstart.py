@@ -101,8 +101,8 @@ def live_rollout(cfg: QuickstartConfig, out: Path) -> Path:
 
 def compare_live(selector: Any, pool_path: Path, out: Path) -> list[dict[str, Any]]:
     """Stage 3: the selector's pick and majority vote side by side for each live question."""
-    from trace_selector.answers import exact_match
     from trace_selector.baselines.registry import build_fast
+    from trace_selector.evaluate import score_pick
     from trace_selector.records import read_pool
     from trace_selector.selector import write_selections
 
@@ -115,8 +115,8 @@ def compare_live(selector: Any, pool_path: Path, out: Path) -> list[dict[str, An
         rows.append({
             "question": group.question, "gold": group.golden_answers[0] if group.golden_answers else "",
             "answers": [t.answer for t in group.trajectories], "trace": sel.answer, "majority": maj.answer,
-            "trace_ok": exact_match(sel.answer, group.golden_answers) if sel.sample_id is not None else 0.0,
-            "majority_ok": exact_match(maj.answer, group.golden_answers) if maj.answer else 0.0,
+            # scored as `evaluate` scores every method (exact match, else the pool's stored correctness)
+            "trace_ok": score_pick(group, sel)[0], "majority_ok": score_pick(group, maj)[0],
         })
     print("\n| question | gold | K answers | majority | trace |\n|---|---|---|---|---|")
     for r in rows:
@@ -141,7 +141,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     live = None
     if cfg.live_questions:
         start = time.perf_counter()
-        from trace_selector import setting
+        from trace_selector.search import setting
 
         print(setting.prepare(cfg.setting), flush=True)
         _stage("prepare the setting", timings, start)

@@ -19,67 +19,20 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from trace_selector.errors import InputError
+from trace_selector.graph.encoder import make_encoder
+from trace_selector.graph.plan import graph_options
 from trace_selector.records import Pool
+from trace_selector.records.pick import Pick
 
-
-@dataclass(slots=True)
-class Selection:
-    """The selector's choice for one question."""
-
-    question_id: str
-    """Question key of the pool."""
-    sample_id: int | None
-    """sample_id of the chosen trajectory (None if the question had no scorable candidate)."""
-    answer: str
-    """Its raw final answer ("" when nothing was selected)."""
-    scores: dict[int, float] = field(default_factory=dict)
-    """Score of every candidate trajectory, by sample_id (merged answers: first trajectory's id)."""
-    correct: float | None = None
-    """Exact match of `answer` against the pool's gold answers, when the pool has them."""
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["scores"] = {str(k): v for k, v in self.scores.items()}
-        return d
-
-
-def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None,
-                 runtime: str = "torch", threads: int | None = None):
-    """Text encoder by name: "all-MiniLM-L6-v2" (packaged), "bow" (synthetic bag-of-words), "hash"
-    (whole-text hash), or a local sentence-transformers folder; `runtime` (graph/encoder.py
-    `ENCODER_RUNTIMES`) and `threads` apply to the model encoders only."""
-    if name == "bow":
-        from trace_selector.synthetic import BagOfWordsEncoder
-
-        return BagOfWordsEncoder(dim or 128)
-    if name == "hash":
-        from trace_selector.graph.encoder import HashEncoder
-
-        return HashEncoder(dim or 16)
-    from trace_selector.graph.encoder import TextEncoder, parse_runtime
-
-    backend, dtype = parse_runtime(runtime)
-    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir,
-                       dtype=dtype, backend=backend, threads=threads)
-
-
-def graph_options(config: Any):
-    """`GraphOptions` matching a `ModelConfig` (kind, cross-trajectory links, merge ablations)."""
-    from trace_selector.graph import GraphOptions
-
-    return GraphOptions(
-        kind=config.kind,
-        cross_edges=config.cross_trajectory,
-        merge_evidence=config.merge_evidence,
-        merge_answers=config.merge_answers,
-    )
+Selection = Pick
+"""The selector's choice for one question is a `records.pick.Pick` (scores of every candidate, `correct`
+when the pool has gold); the old name stays for `from trace_selector import Selection`."""
 
 
 @torch.inference_mode()
@@ -123,12 +76,12 @@ def score_plans(net: torch.nn.Module, plans: Sequence[Any], rows: dict[str, int]
 
 
 def _selection(question_id: str, sample_ids: Sequence[int], answers: Sequence[str], labels: Sequence[float],
-               scores: torch.Tensor) -> Selection:
+               scores: torch.Tensor) -> Pick:
     """The argmax candidate (the first on ties, as torch.argmax) of one question's scores."""
     values = scores.tolist()
     best = max(range(len(values)), key=values.__getitem__)
     label = float(labels[best])
-    return Selection(
+    return Pick(
         question_id=question_id,
         sample_id=int(sample_ids[best]),
         answer=answers[best],
@@ -137,13 +90,13 @@ def _selection(question_id: str, sample_ids: Sequence[int], answers: Sequence[st
     )
 
 
-def selections_from_plans(plans: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
+def selections_from_plans(plans: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Pick]:
     """`selections_from_scores` for graph plans: argmax candidate (first on ties) per question id."""
     return {p.question_id: _selection(p.question_id, p.sample_id, p.answers, p.y, s)
             for p, s in zip(plans, scores) if s.numel()}
 
 
-def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Selection]:
+def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Pick]:
     """argmax candidate of each graph (first on ties), keyed by question id."""
     return {g.question_id: _selection(g.question_id, g["answer"].sample_id.tolist(), g.answers,
                                       g["answer"].y.tolist(), s)
@@ -201,16 +154,17 @@ class Selector:
     def from_pretrained(cls, path_or_repo: str | Path, encoder: Any = None, cache_dir: str | Path | None = None,
                         batch_size: int = 64, device: str = "cpu", encoder_runtime: str | None = None,
                         encoder_threads: int | None = None, **hub_kwargs: Any) -> Selector:
-        """Load a checkpoint folder (or Hub repo id) saved by `save_pretrained` / `hub.save_selector`.
+        """Load a checkpoint folder (or Hub repo id) saved by `save_pretrained` / `model.hub.save_selector`.
 
         `hub_kwargs`: revision, cache_dir (of the Hub download), token, local_files_only.
         """
-        from trace_selector.hub import load_selector, resolve
+        from trace_selector.model import SelectorNet
+        from trace_selector.model.hub import resolve
 
         download = {k: hub_kwargs.pop(k, None) for k in ("revision", "hub_cache_dir", "token")}
         folder = resolve(path_or_repo, download["revision"], download["hub_cache_dir"], download["token"],
                          bool(hub_kwargs.pop("local_files_only", False)))
-        selector = cls(load_selector(folder, **hub_kwargs), encoder, cache_dir, batch_size, device,
+        selector = cls(SelectorNet.load_checkpoint(folder, **hub_kwargs), encoder, cache_dir, batch_size, device,
                        encoder_runtime, encoder_threads)
         selector.source = folder
         return selector
@@ -222,7 +176,7 @@ class Selector:
         The model card (and training_config.yaml) of the folder it was loaded from are kept unless
         `setting` or `metrics` are given, which render a fresh card.
         """
-        from trace_selector.hub import save_selector
+        from trace_selector.model.hub import save_selector
 
         return save_selector(self.net, out_dir, setting=setting, metrics=metrics,
                              source=None if setting or metrics else self.source)
@@ -230,14 +184,14 @@ class Selector:
     def push_to_hub(self, repo_id: str, private: bool = False, token: str | None = None,
                     endpoint: str | None = None) -> str:
         """`save_pretrained` into a temporary folder and upload it to the Hub repo `repo_id` (created if
-        needed); returns the repo URL. Failures are one-line `InputError`s (hub.publish)."""
+        needed); returns the repo URL. Failures are one-line `InputError`s (`SelectorNet.publish`)."""
         import tempfile
 
-        from trace_selector.hub import publish
+        from trace_selector.model import SelectorNet
 
         with tempfile.TemporaryDirectory(prefix="trace-selector-") as tmp:
             folder = self.save_pretrained(Path(tmp) / "selector")
-            return publish(folder, repo_id, endpoint=endpoint, private=private, token=token)
+            return SelectorNet.publish(folder, repo_id, endpoint=endpoint, private=private, token=token)
 
     def graphs(self, pool: Pool):
         """The pool's graphs under this checkpoint's options, and the drop report."""
@@ -245,8 +199,8 @@ class Selector:
 
         return build_graphs(pool, self.encoder, graph_options(self.config))
 
-    def select(self, pool: Pool | str | Path) -> list[Selection]:
-        """One `Selection` per question of `pool`, in pool order (sample_id None when no trajectory
+    def select(self, pool: Pool | str | Path) -> list[Pick]:
+        """One `Pick` per question of `pool`, in pool order (sample_id None when no trajectory
         of the question could be scored)."""
         if not isinstance(pool, Pool):
             from trace_selector.records import read_pool
@@ -255,15 +209,15 @@ class Selector:
         from trace_selector.graph import embed_plans, plan_graphs
 
         plans, _ = plan_graphs(pool, graph_options(self.config))
-        by_q: dict[str, Selection] = {}
+        by_q: dict[str, Pick] = {}
         if plans:
             rows, table = embed_plans(plans, self.encoder)
             scores = score_plans(self.net, plans, rows, table, self.batch_size, self.device)
             by_q = selections_from_plans(plans, scores)
-        return [by_q.get(g.question_id) or Selection(g.question_id, None, "") for g in pool.groups]
+        return [by_q.get(g.question_id) or Pick(g.question_id, None, "") for g in pool.groups]
 
 
-def write_selections(selections: Sequence[Selection], path: str | Path) -> None:
+def write_selections(selections: Sequence[Pick], path: str | Path) -> None:
     """Selections as JSONL, one object per question (atomic)."""
     from trace_selector.atomic import atomic_write
 

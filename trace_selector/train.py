@@ -7,7 +7,7 @@ pools into graphs, and `train()` which runs a whole experiment into one run fold
 Run folder ``<out_dir>/<name>/``: ``config.yaml`` (resolved config, seed included),
 ``checkpoints/best.ckpt`` (best validation selection accuracy, ties to the lower validation loss with
 ``optim.tie_break``) and ``checkpoints/last.ckpt`` (for ``--resume``), ``logs/`` (CSV, always; W&B
-too when ``trainer.wandb=true``), and ``selector/``: the best weights in Hub format (see hub.py) with
+too when ``trainer.wandb=true``), and ``selector/``: the best weights in Hub format (see model/hub.py) with
 the resolved config beside them as ``training_config.yaml``, ready for `Selector.from_pretrained`.
 
 Training uses only questions whose candidates mix correct and incorrect answers (the others carry no
@@ -29,13 +29,13 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from trace_selector.answers import normalize_answer
 from trace_selector.config import dump_config, from_dict, load_config, to_dict
 from trace_selector.errors import InputError
-from trace_selector.hub import TRAINING_CONFIG
 from trace_selector.model import LossConfig, ModelConfig, SelectorNet, selection_loss
+from trace_selector.model.hub import TRAINING_CONFIG
 from trace_selector.records import Pool, QuestionGroup
-from trace_selector.synthetic import SyntheticConfig
+from trace_selector.records.answers import normalize_answer
+from trace_selector.records.synthetic import SyntheticConfig
 
 ABLATIONS: dict[str, list[str]] = {
     "full": [],
@@ -270,7 +270,7 @@ class PoolDataModule(L.LightningDataModule):
     def _pools(self) -> tuple[list[QuestionGroup], list[QuestionGroup]]:
         d = self.config.data
         if d.source == "synthetic":
-            from trace_selector.synthetic import make_pool
+            from trace_selector.records.synthetic import make_pool
 
             groups = make_pool(d.synthetic).groups
         else:
@@ -284,7 +284,8 @@ class PoolDataModule(L.LightningDataModule):
         if self.train_graphs is not None:
             return
         from trace_selector.graph.dataset import load_or_build
-        from trace_selector.selector import graph_options, make_encoder
+        from trace_selector.graph.encoder import make_encoder
+        from trace_selector.graph.plan import graph_options
 
         d, m = self.config.data, self.config.model
         if self.encoder is None:
@@ -500,7 +501,7 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
     score = _best_acc(trainer, ckpt, module, dm, monitor)
     selector_dir = None
     if trainer.is_global_zero and best.is_file():
-        from trace_selector.hub import save_selector
+        from trace_selector.model.hub import save_selector
 
         state = torch.load(best, map_location="cpu", weights_only=False)["state_dict"]
         net = SelectorNet(cfg.model)

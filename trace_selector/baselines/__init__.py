@@ -4,5 +4,5 @@ Fast methods (no model): `voting` (single rollout, majority, weighted by stated 
 vote), `confidence` (DeepConf: token-confidence weighted vote with eta filtering), `heuristics`
 (fewest / most tool calls, oracle). LLM methods on a rollout `Engine`: `aggregators` (SolAgg,
 SummAgg), `aggagent` (AggAgent, with its tools in `inspection`), `judge` (TIPEX rubric judge). Every
-method returns one `pick.Pick` per group; `registry` builds them by name for `trace_selector.evaluate`.
+method returns one `records.pick.Pick` per group (built with the helpers of `pick`); `registry` builds them by name for `trace_selector.evaluate`.
 """

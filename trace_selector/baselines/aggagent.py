@@ -25,8 +25,9 @@ from typing import Any
 from trace_selector.baselines import inspection, prompts
 from trace_selector.baselines.aggregators import Aggregator, candidates_of
 from trace_selector.baselines.llm import match_candidate
-from trace_selector.baselines.pick import Pick, majority_pick, pick_from
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.pick import Pick
 
 _TOOL = re.compile(r"<tool>\s*(get_solution|search_trajectory|get_segment)\s*\((.*?)\)\s*(?:</tool>|$)", re.S)
 _FINISH = re.compile(r"<finish>(.*?)(?:</finish>|$)", re.S)

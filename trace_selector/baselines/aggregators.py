@@ -31,12 +31,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from trace_selector.answers import normalize_answer
 from trace_selector.baselines import prompts
 from trace_selector.baselines.llm import Chat, match_candidate
-from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.baselines.render import render_transcript, short_solution
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, normalize_answer
+from trace_selector.records.pick import Pick
 
 PARSE_FALLBACK = "model output matched no candidate; majority vote"
 

@@ -33,8 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, vote
+from trace_selector.records.pick import Pick
 
 ConfScore = Literal["mean", "tail", "bottom10", "lowest"]
 """Trajectory-level confidence scores."""

@@ -3,16 +3,17 @@
 Tool calls are steps whose action is a real tool (search, open, find); "invalid" steps, where the
 model produced no usable action, do not count. Only answered trajectories compete. Ties on the
 count are broken by a majority vote among the tied trajectories (then the earliest sample_id, as in
-`pick.vote`), so the rule is deterministic and never prefers an arbitrary order.
+`records.answers.vote`), so the rule is deterministic and never prefers an arbitrary order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trace_selector.answers import exact_match
-from trace_selector.baselines.pick import Pick, has_answer, pick_from, vote
+from trace_selector.baselines.pick import pick_from
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, is_correct, vote
+from trace_selector.records.pick import Pick
 
 TOOL_ACTIONS = frozenset({"search", "open", "find"})
 
@@ -46,13 +47,6 @@ class ToolCount:
         return picks
 
 
-def is_correct(group: QuestionGroup, traj: Trajectory) -> bool:
-    """A trajectory's correctness: EM against the gold aliases, else the pool's stored `correct`."""
-    if group.golden_answers:
-        return bool(exact_match(traj.answer, group.golden_answers))
-    return bool(traj.correct)
-
-
 class Oracle:
     """Pass@K: picks a correct trajectory whenever one exists (an upper bound, not a method)."""
 
@@ -64,6 +58,6 @@ class Oracle:
     def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
         picks = []
         for g in groups:
-            hit = next((t for t in sorted(g.trajectories, key=lambda t: t.sample_id) if is_correct(g, t)), None)
+            hit = next((t for t in sorted(g.trajectories, key=lambda t: t.sample_id) if is_correct(t, g.golden_answers)), None)
             picks.append(pick_from(g, hit) if hit else pick_from(g, vote(g.trajectories)[0]))
         return picks

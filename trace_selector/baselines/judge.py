@@ -10,7 +10,7 @@ question's replicas (trajectories in sample_id order):
 
 A replica is valid when it completed with an answer: a non-empty answer and a finish reason other
 than a cut (`INCOMPLETE`: the forced answer turn hit max_tokens, or the context ran out).
-Ties on the total are broken by a vote among the tied trajectories (`pick.vote`). A judgement that
+Ties on the total are broken by a vote among the tied trajectories (`records.answers.vote`). A judgement that
 does not parse is a parse failure and leaves that trajectory unscored; a question with no parsed
 judgement, or without a valid replica, falls back to the majority vote.
 """
@@ -25,9 +25,11 @@ from typing import Literal
 from trace_selector.baselines import prompts
 from trace_selector.baselines.aggregators import Aggregator, candidates_of
 from trace_selector.baselines.llm import Chat
-from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.baselines.render import render_transcript
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, vote
+from trace_selector.records.pick import Pick
 
 JudgeRule = Literal["global", "first_valid", "top_k"]
 RULE_NAMES: dict[str, str] = {"global": "judge_gs", "first_valid": "judge_fves", "top_k": "judge_tks"}

@@ -2,7 +2,7 @@
 accounting, token-budget clipping, and mapping a small model's free text back onto one of the
 existing candidate answers.
 
-The aggregators run on the same `Engine` as rollouts (rollout/generation.py) and sample as ParallelMuse
+The aggregators run on the same `Engine` as rollouts (engines/base.py) and sample as ParallelMuse
 does (temperature 0.6, top_p 0.95; its presence penalty 1.1 is not applied because the engine contract
 has no such field). Prompt budgets fit the engine's context: a call that generates up to m tokens gets
 at most min(`max_prompt_tokens`, max_model_len - m) prompt tokens, and every method reports the tokens
@@ -25,10 +25,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trace_selector.answers import f1_score, normalize_answer
+from trace_selector.engines.base import Engine, GenRequest
 from trace_selector.errors import InputError
 from trace_selector.records import Trajectory
-from trace_selector.rollout.generation import Engine, GenRequest
+from trace_selector.records.answers import f1_score, normalize_answer
 
 
 @dataclass(slots=True)

@@ -1,8 +1,8 @@
 """Voting baselines: single rollout (expectation), majority vote, votes weighted by stated or token
 confidence, and the grounded vote (answers found in the evidence their trajectory read).
 
-All votes use `pick.vote` (normalised answers, empty answers never vote, ties to the answer whose
-first trajectory has the smallest sample_id). Weighted votes need a signal the pool may not have:
+All votes use `records.answers.vote` (normalised answers, empty answers never vote, ties to the answer
+whose first trajectory has the smallest sample_id). Weighted votes need a signal the pool may not have:
 
 - a pool (or subset) where no trajectory carries the signal makes the method *skipped* with a reason;
 - a question where no answered trajectory carries it falls back to the majority vote, recorded in
@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trace_selector.baselines.confidence import ConfidenceConfig, DeepConfVote, deepconf_vote
-from trace_selector.baselines.pick import Pick, has_answer, majority_pick, pick_from, vote
-from trace_selector.evidence import is_grounded
+from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.records import QuestionGroup, Trajectory
+from trace_selector.records.answers import has_answer, vote
+from trace_selector.records.evidence import is_grounded
+from trace_selector.records.pick import Pick
 
 
 class Single:

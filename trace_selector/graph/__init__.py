@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from trace_selector.graph.encoder import Encoder
-from trace_selector.graph.plan import DropReport, GraphOptions, GraphPlan, materialize
+from trace_selector.graph.plan import DropReport, GraphOptions, GraphPlan, graph_options, materialize
 from trace_selector.records import Pool, QuestionGroup
 
 
@@ -100,4 +100,4 @@ def build_graphs(
     return [materialize(p, rows, table) for p in plans], report
 
 
-__all__ = ["DropReport", "GraphOptions", "build_graph", "build_graphs", "embed_plans", "plan_graph", "plan_graphs"]
+__all__ = ["DropReport", "GraphOptions", "build_graph", "graph_options", "build_graphs", "embed_plans", "plan_graph", "plan_graphs"]

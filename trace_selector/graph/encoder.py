@@ -16,7 +16,8 @@ Runtimes (`ENCODER_RUNTIMES`): "torch" (sentence-transformers, fp32; the referen
 so vectors of different runtimes never mix.
 
 `HashEncoder` is a deterministic stand-in (text hash -> fixed random unit vector) for tests and
-benchmarks that must not load a model.
+benchmarks that must not load a model; `BagOfWordsEncoder` (summed random word vectors) is the one the
+synthetic pools (records/synthetic.py) are made for. `make_encoder(name)` builds any of them by name.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -393,3 +395,59 @@ class HashEncoder:
         self.last = EncodeStats(len(texts), len(uniq), 0, len(uniq), 0.0)
         self.total.add(self.last)
         return torch.from_numpy(out)
+
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(slots=True)
+class BagOfWordsEncoder:
+    """Deterministic text encoder for synthetic pools: the normalised sum of fixed random word vectors.
+
+    Unlike a whole-text hash, texts sharing words get similar vectors (an answer and a chunk that
+    states it), which is the one property the synthetic task needs from a real sentence encoder.
+    """
+
+    dim_: int = 128
+    """Embedding width."""
+    _table: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def dim(self) -> int:
+        return self.dim_
+
+    @property
+    def identity(self) -> str:
+        return f"bow-{self.dim_}"
+
+    def _vector(self, word: str) -> np.ndarray:
+        vec = self._table.get(word)
+        if vec is None:
+            seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
+            vec = np.random.default_rng(seed).standard_normal(self.dim_).astype(np.float32)
+            self._table[word] = vec
+        return vec
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        out = np.zeros((len(texts), self.dim_), np.float32)
+        for i, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                out[i] += self._vector(word)
+            norm = np.linalg.norm(out[i])
+            if norm > 0:
+                out[i] /= norm
+        return torch.from_numpy(out)
+
+
+def make_encoder(name: str, dim: int | None = None, cache_dir: str | Path | None = None,
+                 runtime: str = "torch", threads: int | None = None) -> Encoder:
+    """Text encoder by name: "all-MiniLM-L6-v2" (packaged), "bow" (synthetic bag-of-words), "hash"
+    (whole-text hash), or a local sentence-transformers folder; `runtime` (`ENCODER_RUNTIMES`) and
+    `threads` apply to the model encoders only. Training and the `Selector` both build theirs here."""
+    if name == "bow":
+        return BagOfWordsEncoder(dim or 128)
+    if name == "hash":
+        return HashEncoder(dim or 16)
+    backend, dtype = parse_runtime(runtime)
+    return TextEncoder(model=None if name == "all-MiniLM-L6-v2" else name, cache_dir=cache_dir,
+                       dtype=dtype, backend=backend, threads=threads)

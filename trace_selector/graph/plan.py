@@ -16,16 +16,16 @@ import math
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from trace_selector.answers import exact_match, normalize_answer
 from trace_selector.errors import InputError
-from trace_selector.evidence import evidence_words, mentions, passage_text
 from trace_selector.graph.schema import VOTE_FEATURES, GraphSchema
 from trace_selector.records import Document, QuestionGroup, Trajectory
+from trace_selector.records.answers import is_correct, normalize_answer
+from trace_selector.records.evidence import evidence_words, mentions, passage_text
 from trace_selector.types import EdgeType, NodeType
 
 GraphKind = Literal["auto", "webqa", "browsing"]
@@ -75,6 +75,17 @@ class GraphOptions:
                 f"for (model.kind={self.kind}); use a selector trained on {style} pools (model.kind={style})"
             )
         return self.kind if self.kind != "auto" else style
+
+
+def graph_options(config: Any) -> GraphOptions:
+    """`GraphOptions` matching a `ModelConfig` (kind, cross-trajectory links, merge ablations), so a
+    checkpoint's pools become graphs the way its training pools did."""
+    return GraphOptions(
+        kind=config.kind,
+        cross_edges=config.cross_trajectory,
+        merge_evidence=config.merge_evidence,
+        merge_answers=config.merge_answers,
+    )
 
 
 @dataclass(slots=True)
@@ -185,13 +196,9 @@ def drop_reason(traj: Trajectory, has_retrieval: bool) -> DropReason | None:
 
 
 def label(traj: Trajectory, golden_answers: list[str]) -> float:
-    """1/0 by exact match against gold; the pool's `correct` when there is no gold; else NaN."""
-    gold = golden_answers or traj.golden_answers
-    if gold:
-        return exact_match(traj.answer, gold)
-    if traj.correct is not None:
-        return float(traj.correct)
-    return math.nan
+    """1/0 by `answers.is_correct` (exact match against gold, else the pool's `correct`); NaN when unknown."""
+    correct = is_correct(traj, golden_answers)
+    return math.nan if correct is None else float(correct)
 
 
 def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory], merge: bool) -> None:

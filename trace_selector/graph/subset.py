@@ -10,7 +10,7 @@ built graph instead of rebuilding it from the pool costs no text encoding.
     small = subset_graph(graph, keep)                         # HeteroData, same schema
     loader = DataLoader(SubsetGraphs(graphs, 2, None), ...)   # a fresh subset at every read (training)
 
-`subset_graph` agrees with building the graph from the restricted pool (tests/test_graph_subset.py):
+`subset_graph` agrees with building the graph from the restricted pool (tests/graph/test_subset.py):
 nodes and edges of the dropped trajectories go, shared nodes (query; browsing documents still
 linked to a kept trajectory) stay, trajectories are renumbered 0..k-1 in their old order, and the
 vote columns (log1p(c), c/R, own, g/R) are recomputed over the kept trajectories; g comes from the
@@ -28,9 +28,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from trace_selector.answers import normalize_answer
 from trace_selector.errors import InputError
 from trace_selector.graph.plan import MENTIONS
+from trace_selector.records.answers import normalize_answer
 
 
 def _as_index(keep: Sequence[int] | Tensor, n: int) -> Tensor:

@@ -17,7 +17,6 @@ next subquery; subquery -rank_r-> chunk (r = 1..5, ranks below 5 share rank_5) a
 
 from __future__ import annotations
 
-from trace_selector.evidence import passage_text
 from trace_selector.graph.plan import (
     DropReport,
     GraphOptions,
@@ -30,6 +29,7 @@ from trace_selector.graph.plan import (
 )
 from trace_selector.graph.schema import MAX_RANK, WEBQA
 from trace_selector.records import Document, QuestionGroup, Step, Trajectory
+from trace_selector.records.evidence import passage_text
 
 
 def returned(step: Step) -> bool:

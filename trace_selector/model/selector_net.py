@@ -3,7 +3,8 @@ answer-conditioned QFormer readout, scoring every candidate answer (DESIGN §Mod
 
     net = SelectorNet(ModelConfig(kind="webqa", embed_dim=384))
     scores = net(batch)          # [A] one score per answer node, batch = Batch of HeteroData graphs
-    net.save_pretrained("dir")   # Hub format: model.safetensors + config.json (PyTorchModelHubMixin)
+    net.save_pretrained("dir")   # Hub format: model.safetensors + config.json (model/hub.py)
+    net = SelectorNet.load_checkpoint("dir")   # strict: config and weights must match
 
 The module is pure: no Lightning, no I/O besides the Hub mixin. Graph-building options that inference
 must reproduce (text encoder, merged evidence/answers) live in `ModelConfig` too, so a checkpoint alone
@@ -19,11 +20,11 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from huggingface_hub import PyTorchModelHubMixin
 from torch import Tensor, nn
 
 from trace_selector.errors import InputError
 from trace_selector.graph.schema import BROWSING_VERSION, SCHEMAS, VOTE_FEATURES, GraphSchema
+from trace_selector.model.hub import StrictHubMixin
 from trace_selector.model.layers import RelationalMeanConv, TypeEncoder, scatter_mean
 from trace_selector.model.qformer import AnswerQFormer
 from trace_selector.types import EdgeType, NodeType
@@ -142,7 +143,7 @@ class ModelConfig:
 
 class SelectorNet(
     nn.Module,
-    PyTorchModelHubMixin,
+    StrictHubMixin,
     library_name="trace-selector",
     tags=["trace-selector", "graph-neural-network", "answer-selection"],
 ):
@@ -165,6 +166,8 @@ class SelectorNet(
         forward(data): a `HeteroData` or a `Batch` of them following graph/schema.py -> [A] scores,
         in the order of ``data["answer"]`` nodes.
     """
+
+    config_class = ModelConfig
 
     def __init__(self, config: ModelConfig | dict[str, Any] | None = None) -> None:
         super().__init__()
@@ -275,22 +278,6 @@ class SelectorNet(
         question = scatter_mean(h["query"], batch_dict["query"], num_graphs)[cand_batch]
         score = self.scale * F.cosine_similarity(self.q_proj(question), self.a_proj(z), dim=-1)
         return score if self.prior is None else score + self.prior(vote).squeeze(-1)
-
-    @classmethod
-    def _from_pretrained(cls, *, model_id: str, map_location: str = "cpu", strict: bool = True, **kwargs: Any):
-        """Strict loading for the Hub mixin's ``from_pretrained`` (see trace_selector.hub)."""
-        from trace_selector.hub import load_selector
-
-        config = kwargs.get("config")
-        return load_selector(
-            model_id,
-            config=config,
-            map_location=map_location,
-            revision=kwargs.get("revision"),
-            cache_dir=kwargs.get("cache_dir"),
-            token=kwargs.get("token"),
-            local_files_only=bool(kwargs.get("local_files_only", False)),
-        )
 
     def extra_repr(self) -> str:
         c = self.config

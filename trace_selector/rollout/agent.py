@@ -21,12 +21,12 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal
 
-from trace_selector.errors import InputError
-from trace_selector.records import Document, Step, Trajectory
+from trace_selector.engines.base import Engine, EngineStats, GenRequest, GenResult
+from trace_selector.records import Step, Trajectory
 from trace_selector.rollout import prompts
-from trace_selector.rollout.generation import Engine, GenRequest, GenResult
+from trace_selector.rollout.tools import ToolResult, ToolSession, Toolbox, safe_call
 
 
 @dataclass
@@ -86,65 +86,6 @@ class AgentConfig:
             raise ValueError(f"prompt must be one of plain|clues, got {self.prompt!r}")
 
 
-# --- tools ------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class ToolResult:
-    """What one tool call returned: the observation body and its structured documents."""
-
-    body: str
-    documents: list[Document] = field(default_factory=list)
-    ok: bool = True
-    """False when the call failed (page not found, nothing matched)."""
-
-
-class ToolSession(Protocol):
-    """Per-trajectory tool state (the browsing agent remembers the last opened page)."""
-
-    def call(self, action: str, content: str) -> ToolResult: ...
-
-
-class Toolbox(Protocol):
-    """The tools of one agent kind."""
-
-    kind: Literal["webqa", "browsing"]
-
-    def session(self, steps: list[Step]) -> ToolSession:
-        """A fresh session whose state replays `steps` (the prefix a branch inherits)."""
-        ...
-
-
-class SearchTools:
-    """WebQA tool: `search` over a BM25 index (anything with ``search(query, k) -> hits``)."""
-
-    kind: Literal["webqa"] = "webqa"
-
-    def __init__(self, index: Any, top_k: int = 3, doc_chars: int = 360):
-        self.index = index
-        self.top_k = top_k
-        self.doc_chars = doc_chars
-
-    def session(self, steps: list[Step]) -> SearchTools:
-        return self  # stateless
-
-    def call(self, action: str, content: str) -> ToolResult:
-        from trace_selector.records import format_search_result
-
-        hits = self.index.search(content, self.top_k)
-        docs = [
-            Document(rank=i + 1, title=h.title, text=_clip(h.text, self.doc_chars), doc_id=str(h.doc_id),
-                     score=None if h.score is None else float(h.score))
-            for i, h in enumerate(hits)
-        ]
-        return ToolResult(format_search_result(docs), docs, ok=bool(docs))
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
 # --- parsing ----------------------------------------------------------------------------------------
 
 
@@ -189,32 +130,22 @@ def parse_turn(text: str, actions: tuple[str, ...], max_parallel: int = 1) -> Pa
 
 @dataclass(slots=True)
 class Accounting:
-    """Running totals of a rollout (per pool): what was computed, what the cache served, what ran."""
+    """Running totals of a rollout (per pool): the engine calls it made, counted by the engines' own
+    `EngineStats`, plus the tool calls they led to. `to_dict` keeps the pool metadata's key names."""
 
-    llm_calls: int = 0
-    generated_tokens: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
+    engine: EngineStats = field(default_factory=EngineStats)
+    """LLM calls, prompt / cached / generated tokens and seconds inside `generate`."""
     tool_calls: int = 0
     tool_seconds: float = 0.0
-    generate_seconds: float = 0.0
 
     def add_results(self, results: list[GenResult], seconds: float) -> None:
-        self.llm_calls += len(results)
-        self.generated_tokens += sum(len(r.token_ids) for r in results)
-        self.prompt_tokens += sum(r.prompt_tokens for r in results)
-        self.cached_tokens += sum(r.cached_tokens or 0 for r in results)
-        self.generate_seconds += seconds
-
-    @property
-    def computed_tokens(self) -> int:
-        """Tokens the engine actually ran through the model: uncached prompt plus generated."""
-        return self.prompt_tokens - self.cached_tokens + self.generated_tokens
+        self.engine.add(results, seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        out["computed_tokens"] = self.computed_tokens
-        return out
+        e = self.engine
+        return {"llm_calls": e.requests, "generated_tokens": e.generated_tokens, "prompt_tokens": e.prompt_tokens,
+                "cached_tokens": e.cached_tokens, "tool_calls": self.tool_calls, "tool_seconds": self.tool_seconds,
+                "generate_seconds": e.seconds, "computed_tokens": e.computed_tokens}
 
 
 # --- rollout state ----------------------------------------------------------------------------------
@@ -501,20 +432,12 @@ class Agent:
         if len(calls) > 1 and self.cfg.concurrent_tools:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.cfg.max_parallel)
-            outs = list(self._pool.map(lambda c: _safe_call(session, *c), calls))
+            outs = list(self._pool.map(lambda c: safe_call(session, *c), calls))
         else:
-            outs = [_safe_call(session, a, c) for a, c in calls]
+            outs = [safe_call(session, a, c) for a, c in calls]
         return outs, time.perf_counter() - t0
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-
-
-def _safe_call(session: ToolSession, action: str, content: str) -> ToolResult:
-    # A tool failure (page not found, bad pattern) is an observation for the agent, not a crash.
-    try:
-        return session.call(action, content)
-    except (InputError, ValueError, LookupError) as err:
-        return ToolResult(f"Error: {err}", [], ok=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from trace_selector.records import Document, Step
-from trace_selector.rollout.agent import ToolResult, _clip
+from trace_selector.rollout.tools import ToolResult, clip
 
 class BrowserTools:
     """Toolbox over a `PageStore` (``search``, ``get``, ``lines``, ``open``, ``find``)."""
@@ -55,7 +55,7 @@ class BrowserSession:
         docs, lines = [], []
         for i, hit in enumerate(hits, start=1):
             url = getattr(hit, "url", None)
-            snippet = _clip(getattr(hit, "text", ""), self.tools.snippet_chars)
+            snippet = clip(getattr(hit, "text", ""), self.tools.snippet_chars)
             docs.append(Document(rank=i, title=hit.title, text=snippet, doc_id=getattr(hit, "doc_id", None) or url,
                                  score=_score(hit), url=url))
             lines.append(f"[{i}] {hit.title} ({url}) {snippet}")

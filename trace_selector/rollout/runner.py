@@ -21,9 +21,9 @@ from typing import Any, Literal
 from trace_selector.errors import InputError
 from trace_selector.records import PoolMeta, Trajectory
 from trace_selector.rollout.agent import Accounting, Agent, AgentConfig
-from trace_selector.rollout.divinit import DivInitConfig, diversity, n_candidates
-from trace_selector.rollout.partial import PartialConfig
-from trace_selector.rollout.replicas import ReplicasConfig
+from trace_selector.rollout.strategies.divinit import DivInitConfig, diversity, n_candidates
+from trace_selector.rollout.strategies.partial import PartialConfig
+from trace_selector.rollout.strategies.replicas import ReplicasConfig
 from trace_selector.types import Strategy
 
 
@@ -32,7 +32,7 @@ class RolloutConfig:
     """One rollout run (a YAML recipe in rollout/ fills it)."""
 
     setting: str = "wikileads"
-    """Search setting name or prepared folder (see `setting.load_setting`)."""
+    """Search setting name or prepared folder (see `search.setting.load_setting`)."""
     split: str = "dev"
     """Question split."""
     limit: int | None = None
@@ -135,7 +135,7 @@ def _toolbox(cfg: RolloutConfig, setting: Any) -> Any:
         from trace_selector.rollout.browser_agent import BrowserTools
 
         return BrowserTools(setting.page_store())
-    from trace_selector.rollout.agent import SearchTools
+    from trace_selector.rollout.tools import SearchTools
 
     return SearchTools(setting.index(), cfg.agent.top_k, cfg.agent.doc_chars)
 
@@ -157,7 +157,8 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
     from trace_selector.config import dump_config, to_dict
     from trace_selector.rollout import prompts
-    from trace_selector.rollout.strategies import COUPLED, StrategyContext, strategies
+    from trace_selector.rollout.strategies import COUPLED, STRATEGIES
+    from trace_selector.rollout.strategies.context import StrategyContext
     from trace_selector.rollout.writer import ShardWriter
 
     t_start = time.perf_counter()
@@ -169,7 +170,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
     setting = None
     if questions is None or toolbox is None:
-        from trace_selector.setting import load_setting
+        from trace_selector.search.setting import load_setting
 
         setting = load_setting(cfg.setting)
     if questions is None:
@@ -186,7 +187,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
     # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
     own_engine = engine is None and bool(todo)
     if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
-        from trace_selector.rollout.engine import make_engine
+        from trace_selector.engines import make_engine
 
         options = dict(cfg.engine_options)
         if cfg.engine.startswith("vllm"):
@@ -207,14 +208,14 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
             agent = Agent(engine, toolbox, cfg.agent, accounting)
             ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
                                   positions={qid: split_position[qid] for qid in order})
-            run = strategies()[cfg.strategy]
+            run = STRATEGIES[cfg.strategy]
             bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
                        desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
 
             def on_batch(results: list[Any]) -> None:
                 secs = time.perf_counter() - t_start
-                bar.set_postfix(tok_s=f"{accounting.generated_tokens / max(secs, 1e-9):.1f}",
-                                cached=accounting.cached_tokens, refresh=False)
+                bar.set_postfix(tok_s=f"{accounting.engine.generated_tokens / max(secs, 1e-9):.1f}",
+                                cached=accounting.engine.cached_tokens, refresh=False)
                 bar.refresh()
 
             ctx.on_batch = on_batch

@@ -1,4 +1,5 @@
-"""Search layer: FlashRAG corpora, an in-process BM25 index and page-level browser tools.
+"""Search layer: FlashRAG corpora, an in-process BM25 index, page-level browser tools, and the search
+settings built on them (`setting`: corpus + questions + indexes on disk; `wikileads`: the bundled one).
 
     from trace_selector.search import BM25Index, PageStore, read_corpus
     index = BM25Index.load(setting.index_dir)

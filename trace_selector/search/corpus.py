@@ -11,16 +11,15 @@ as text, because some FlashRAG corpora (e.g. MS MARCO) have no titles.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from trace_selector.errors import FormatError, InputError
+from trace_selector.errors import FormatError
+from trace_selector.records.files import iter_jsonl
 
 
 @dataclass(slots=True, frozen=True)
@@ -46,34 +45,6 @@ def parse_contents(contents: str) -> tuple[str, str]:
     if sep and len(head) >= 2 and head.startswith('"') and head.endswith('"'):
         return head[1:-1], text
     return "", contents
-
-
-def open_text(path: str | Path) -> IO[str]:
-    """Open a UTF-8 text file for reading, transparently gunzipping ``*.gz``."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: file not found")
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, object) for each non-blank line; bad JSON raises `FormatError`."""
-    with open_text(path) as fh:
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise FormatError(path, lineno, None, f"not valid JSON ({err.msg})") from None
-                if not isinstance(obj, dict):
-                    raise FormatError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
-                yield lineno, obj
-        except (OSError, EOFError, UnicodeDecodeError) as err:
-            raise FormatError(path, None, None, f"cannot read ({err})") from None
 
 
 def string_field(obj: dict[str, Any], key: str, path: str | Path, lineno: int, *, required: bool = True) -> str:

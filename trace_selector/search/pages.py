@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trace_selector.errors import FormatError
+from trace_selector.records.files import iter_jsonl
 from trace_selector.search.bm25 import BM25Index, SearchHit
-from trace_selector.search.corpus import Passage, iter_jsonl, parse_contents, string_field, write_jsonl
+from trace_selector.search.corpus import Passage, parse_contents, string_field, write_jsonl
 from trace_selector.search.urls import canonical_url
 
 SNIPPET_CHARS = 200

@@ -1,0 +1,37 @@
+"""The shipped pools keep their promises: the sealed test pool shares no question with any other pool
+(so nothing was tuned on it), and every pool's sidecars name the same setting and split as its name."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+POOLS = Path(__file__).resolve().parents[2] / "data" / "pools"
+SEALED = POOLS / "wikileads-test-sealed.jsonl.gz"
+
+
+def _question_ids(path: Path) -> set[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return {str(d.get("question_index", d.get("qid"))) for d in map(json.loads, fh)}
+
+
+def test_sealed_pool_shares_no_question_with_any_other_pool():
+    sealed = _question_ids(SEALED)
+    assert sealed
+    others = [p for p in POOLS.glob("*.jsonl.gz") if p != SEALED]
+    assert len(others) >= 5
+    for other in others:
+        shared = sealed & _question_ids(other)
+        assert not shared, f"{other.name} shares {len(shared)} questions with the sealed pool, e.g. {min(shared)}"
+
+
+def test_sealed_pool_is_test_split_standard_k16():
+    meta = json.loads(SEALED.with_name(SEALED.name + ".meta.json").read_text())
+    assert (meta["split"], meta["strategy"], meta["extra"]["offset"]) == ("test", "standard", 300)
+    with gzip.open(SEALED, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    per_question: dict[str, int] = {}
+    for r in rows:
+        per_question[r["question_index"]] = per_question.get(r["question_index"], 0) + 1
+    assert set(per_question.values()) == {16}

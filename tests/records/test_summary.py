@@ -1,0 +1,55 @@
+"""Pool summaries: known figures on hand-built pools (vote ties, unscorable questions, stored correctness)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_selector.records import Pool, PoolMeta, QuestionGroup, Step, Trajectory
+from trace_selector.records.answers import vote
+from trace_selector.records.summary import summarize
+
+
+def _group(qid: str, answers: list[str], gold: list[str], correct: list[bool | None] | None = None) -> QuestionGroup:
+    marks = correct or [None] * len(answers)
+    ts = [Trajectory(qid, f"question {qid}", i, a, [Step("search", "q")] * (i + 1), list(gold), correct=c, style="browsing")
+          for i, (a, c) in enumerate(zip(answers, marks))]
+    return QuestionGroup(qid, f"question {qid}", list(gold), ts)
+
+
+def test_majority_ties_go_to_first_seen_and_empty_answers_do_not_vote():
+    g = _group("a", ["", "Kyiv", "bucharest", "Bucharest.", "kyiv", ""], ["Bucharest"])
+    assert vote(g.trajectories)[0].sample_id == 1  # kyiv 2, bucharest 2: kyiv seen first
+    assert vote(_group("b", ["", " "], []).trajectories)[0] is None
+
+
+def test_summary_figures():
+    pool = Pool(
+        [
+            _group("a", ["Paris", "paris", "Lyon"], ["Paris"]),  # single 2/3, vote right, mixed
+            _group("b", ["Rome", "Milan", "Milan"], ["Rome"]),  # single 1/3, vote wrong, mixed
+            _group("c", ["x", ""], [], correct=[False, False]),  # no gold: stored correctness, all wrong
+            _group("d", ["y"], []),  # neither gold nor correctness: not scored
+        ],
+        PoolMeta(setting="wikileads", seed=3),
+        path="pool.jsonl",
+    )
+    s = summarize(pool)
+    assert (s.questions, s.trajectories, s.per_question) == (4, 9, (1, 2.25, 3))
+    assert s.answer_coverage == pytest.approx(8 / 9) and s.questions_with_gold == 2
+    assert s.steps == (1, pytest.approx(16 / 9), 3) and s.actions["search"] == 16
+    assert s.scored_questions == 3
+    assert s.single == pytest.approx((2 / 3 + 1 / 3 + 0) / 3)
+    assert s.majority == pytest.approx(1 / 3) and s.oracle == pytest.approx(2 / 3) and s.mixed == pytest.approx(2 / 3)
+    assert s.meta == {"setting": "wikileads", "seed": 3} and s.format == "jsonl"
+    assert json.loads(s.to_json())["per_question"] == [1, 2.25, 3]
+    text = s.to_text()
+    assert "single rollout 0.333, majority 0.333, oracle 0.667 over 3 questions" in text
+    assert "metadata         setting=wikileads, seed=3" in text
+
+
+def test_summary_without_any_scorable_question():
+    s = summarize(Pool([_group("d", ["y", "z"], [])], path="p.parquet"))
+    assert s.scored_questions == 0 and s.single is None and s.mixed is None
+    assert "accuracy (EM)    n/a" in s.to_text()

@@ -1,0 +1,273 @@
+"""Selector checkpoints in the Hugging Face Hub format: save, strict load (`StrictHubMixin`, which
+`SelectorNet` inherits, so the network owns its checkpoint), publish, model card.
+
+A checkpoint folder holds ``model.safetensors`` (weights), ``config.json`` (the `ModelConfig`, written
+by `PyTorchModelHubMixin`) and ``README.md`` (a model card naming the search setting, the text
+encoder and the validation metrics). The same folder loads locally or after a push:
+
+    save_selector(net, "checkpoints/wikileads", setting="wikileads", metrics={"val_acc": 0.61})
+    net = SelectorNet.load_checkpoint("checkpoints/wikileads")   # or "user/trace-selector-wikileads"
+    trace-selector publish --checkpoint checkpoints/wikileads --repo-id user/trace-wikileads
+
+Loading is strict: an unknown config key (a newer format) or a missing / unexpected / mis-shaped
+weight is an `InputError` that names it; config keys added after a checkpoint was saved take their
+defaults, which reproduce the old behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from huggingface_hub import PyTorchModelHubMixin
+
+from trace_selector.errors import InputError
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+CARD = "README.md"
+TRAINING_CONFIG = "training_config.yaml"
+"""The resolved training config, beside the weights of a trained checkpoint (optional)."""
+
+CARD_TEMPLATE = """---
+library_name: trace-selector
+tags:
+- trace-selector
+- graph-neural-network
+- answer-selection
+---
+
+# `{method}` selector: {setting}
+
+Scores the K parallel trajectories of a search agent on a question and picks the answer best
+supported by the evidence the trajectories retrieved (relational GNN over a query-evidence graph +
+answer-conditioned QFormer), without generating anything.
+
+| | |
+|---|---|
+| method | {method_line} |
+| search setting | {setting} |
+| graph kind | {kind} |
+| text encoder | {encoder} ({embed_dim}-d, frozen) |
+| architecture | hidden {hidden}, {layers} message-passing layers, {heads}-head QFormer, readout={readout}, cross-trajectory={cross}, grounding features={grounding}, vote prior={prior} |
+{extra_rows}
+## Metrics
+
+{metrics}
+
+## Use
+
+```python
+from trace_selector.selector import Selector
+selector = Selector.from_pretrained("{name}")
+for s in selector.select("pool.jsonl.gz"):
+    print(s.question_id, s.sample_id, s.answer)
+```
+
+or `trace-selector select --checkpoint {name} --pool pool.jsonl.gz --out selections.jsonl`.
+"""
+
+
+METHOD_LINES = {
+    "trace": "`trace`: the paper's configuration (answer inputs: embedding + log1p(c), c/R; no grounding features, no vote prior)",
+    "trace_grounded": "`trace_grounded`: TRACE plus two additions of ours, grounding features and a vote prior (not the paper's configuration)",
+}
+"""How a model card names each method (`ModelConfig.method`); others get a generic line."""
+
+
+def render_card(config: Any, setting: str | None = None, metrics: dict[str, float] | None = None,
+                extra: dict[str, Any] | None = None, name: str = "PATH_OR_REPO_ID") -> str:
+    """The model card text for a `ModelConfig` and its metrics."""
+    rows = "".join(f"| {k} | {v} |\n" for k, v in (extra or {}).items())
+    if metrics:
+        table = "| metric | value |\n|---|---|\n" + "".join(
+            f"| {k} | {v:.4f} |\n" if isinstance(v, float) else f"| {k} | {v} |\n" for k, v in metrics.items()
+        )
+    else:
+        table = "No metrics recorded."
+    method = config.method
+    method_line = METHOD_LINES.get(method, f"`{method}`: TRACE with one of our additions (not the paper's configuration)")
+    return CARD_TEMPLATE.format(
+        method=method, method_line=method_line, setting=setting or "unknown", kind=config.kind, encoder=config.encoder, embed_dim=config.embed_dim,
+        hidden=config.hidden, layers=config.layers, heads=config.heads, readout=config.readout,
+        cross=config.cross_trajectory, grounding=config.grounding, prior=config.vote_prior, extra_rows=rows,
+        metrics=table, name=name,
+    )
+
+
+def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
+                  metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None,
+                  source: str | Path | None = None) -> Path:
+    """Write `net` as a Hub-format folder (weights, config, model card) and return its path.
+
+    With `source` (a checkpoint folder `net` was loaded from), its model card and training config
+    are copied instead of rendering a new card, so a re-save keeps the metrics it was published with.
+    """
+    import shutil
+
+    from trace_selector.atomic import atomic_write
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CARD).unlink(missing_ok=True)  # the mixin never overwrites a card; ours replaces it
+    net.save_pretrained(out)
+    src = Path(source) if source is not None else None
+    if src is not None and (src / CARD).is_file() and src.resolve() != out.resolve():
+        shutil.copyfile(src / CARD, out / CARD)
+        if (src / TRAINING_CONFIG).is_file():
+            shutil.copyfile(src / TRAINING_CONFIG, out / TRAINING_CONFIG)
+        return out
+    with atomic_write(out / CARD) as fh:
+        fh.write(render_card(net.config, setting, metrics, extra, name=str(out)))
+    return out
+
+
+EVAL_START = "<!-- trace-selector:evaluation -->"
+EVAL_END = "<!-- /trace-selector:evaluation -->"
+
+
+def card_with_evaluation(card: str, table: str, command: str | None = None) -> str:
+    """`card` with its evaluation section set to `table` (Markdown from `evaluate.format_table`):
+    replaced in place when the card has one already, else appended, so reruns never stack up."""
+    body = "## Evaluation\n\n" + (f"```bash\n{command}\n```\n\n" if command else "") + table.strip() + "\n"
+    section = f"{EVAL_START}\n{body}{EVAL_END}\n"
+    if EVAL_START in card and EVAL_END in card:
+        head, rest = card.split(EVAL_START, 1)
+        tail = rest.split(EVAL_END, 1)[1].lstrip("\n")
+        return head + section + tail
+    return card.rstrip("\n") + "\n\n" + section
+
+
+def update_card(checkpoint: str | Path, table: str, command: str | None = None) -> Path:
+    """Write an evaluation table into a local checkpoint's model card (atomically)."""
+    from trace_selector.atomic import atomic_write
+
+    path = Path(checkpoint) / CARD
+    if not path.is_file():
+        raise InputError(f"{checkpoint}: no {CARD} model card to update (is it a local checkpoint folder?)")
+    text = card_with_evaluation(path.read_text(encoding="utf-8"), table, command)
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return path
+
+
+def resolve(path_or_repo: str | Path, revision: str | None = None, cache_dir: str | Path | None = None,
+            token: str | bool | None = None, local_files_only: bool = False) -> Path:
+    """The local checkpoint folder of a folder path (or its ``selector/`` subfolder) or Hub repo id
+    (downloaded into the Hub cache)."""
+    path = Path(path_or_repo).expanduser()
+    if path.is_dir():
+        for candidate in (path, path / "selector"):
+            if (candidate / CONFIG).is_file():
+                return candidate
+        raise InputError(f"{path}: not a selector checkpoint (no {CONFIG}; expected {CONFIG} + {WEIGHTS})")
+    if path.exists() or str(path_or_repo).startswith((".", "/", "~")) or str(path_or_repo).count("/") != 1:
+        raise InputError(f"{path_or_repo}: checkpoint folder not found (and not a Hub repo id 'owner/name')")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(
+            repo_id=str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token,
+            local_files_only=local_files_only, allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG],
+        ))
+    except Exception as err:  # offline, unknown repo, auth: all one line for the CLI
+        raise InputError(f"{path_or_repo}: cannot fetch selector from the Hub ({_one_line(err)})") from err
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _names(keys: list[str], limit: int = 5) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+class StrictHubMixin(PyTorchModelHubMixin):
+    """`PyTorchModelHubMixin` whose loading is strict, for networks built from a config dataclass.
+
+    The network class sets `config_class` (a dataclass with ``from_json(data, where)``) and takes that
+    config as its only ``__init__`` argument; ``save_pretrained`` is the mixin's, while
+    ``from_pretrained`` and `load_checkpoint` refuse any mismatch between config.json and the weights.
+    """
+
+    config_class: ClassVar[Any]
+    """The network's config dataclass (decodes ``config.json``)."""
+
+    @classmethod
+    def load_checkpoint(cls, path_or_repo: str | Path, config: dict[str, Any] | None = None, map_location: str = "cpu",
+                        revision: str | None = None, cache_dir: str | Path | None = None,
+                        token: str | bool | None = None, local_files_only: bool = False):
+        """The network in eval mode from a checkpoint folder or Hub repo id, loaded strictly."""
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        folder = resolve(path_or_repo, revision, cache_dir, token, local_files_only)
+        config_path, weights = folder / CONFIG, folder / WEIGHTS
+        if config is None:
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as err:
+                raise InputError(f"{config_path}: unreadable config ({_one_line(err)})") from err
+        cfg = cls.config_class.from_json(config, where=str(config_path))
+        if not weights.is_file():
+            raise InputError(f"{weights}: weights file missing")
+        try:
+            state = load_file(str(weights), device=map_location)
+        except (SafetensorError, OSError) as err:
+            raise InputError(f"{weights}: unreadable safetensors file ({_one_line(err)})") from err
+        net = cls(cfg)
+        expected = net.state_dict()
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        shapes = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
+        problems = []
+        if missing:
+            problems.append(f"missing weights {_names(missing)}")
+        if unexpected:
+            problems.append(f"unexpected weights {_names(unexpected)}")
+        if shapes:
+            problems.append("shape mismatch " + _names([f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}" for k in shapes]))
+        if problems:
+            raise InputError(f"{weights}: checkpoint does not match its config.json: {'; '.join(problems)}")
+        net.load_state_dict(state, strict=True)
+        return net.eval()
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, map_location: str = "cpu", strict: bool = True, **kwargs: Any):
+        """Strict loading for the mixin's ``from_pretrained``."""
+        return cls.load_checkpoint(
+            model_id,
+            config=kwargs.get("config"),
+            map_location=map_location,
+            revision=kwargs.get("revision"),
+            cache_dir=kwargs.get("cache_dir"),
+            token=kwargs.get("token"),
+            local_files_only=bool(kwargs.get("local_files_only", False)),
+        )
+
+    @classmethod
+    def publish(cls, checkpoint: str | Path, repo_id: str, endpoint: str | None = None, private: bool = False,
+                token: str | None = None) -> str:
+        """Upload a checkpoint folder to a Hub repo (created if needed); returns the repo URL.
+
+        The folder is loaded first, so a broken checkpoint is never published. Any network or auth
+        failure is an `InputError` with one line saying where and why.
+        """
+        folder = resolve(checkpoint, None, None, None, True) if Path(checkpoint).is_dir() else None
+        if folder is None:
+            raise InputError(f"{checkpoint}: checkpoint folder not found")
+        cls.load_checkpoint(folder)
+        from huggingface_hub import HfApi
+
+        where = endpoint or "the Hugging Face Hub"
+        try:
+            api = HfApi(endpoint=endpoint, token=token)
+            url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+            api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
+                              allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG], commit_message="Upload TRACE selector")
+        except Exception as err:
+            raise InputError(f"publish {repo_id} to {where} failed ({_one_line(err)})") from err
+        return str(url)
