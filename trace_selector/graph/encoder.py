@@ -170,7 +170,7 @@ class TextEncoder:
         max_seq_length: token limit per text (None: the model's own, 256 for MiniLM).
         backend: "torch" (sentence-transformers; the reference) or "onnx" (ONNX Runtime over a graph
             exported from the same weights into ``cache_dir/onnx``, or a temporary folder without a
-            cache; needs the ``fast`` extra).
+            cache).
         threads: CPU threads while encoding (None: torch's current setting for "torch", one per
             physical core for "onnx"). The process's torch setting is restored afterwards.
         export_dir: root of the ONNX exports (None: ``cache_dir/onnx``); one sub-folder per model
