@@ -94,6 +94,10 @@ def test_regex_accepts_calls_and_finish():
         assert re.fullmatch(rx, ok), ok
     assert not re.fullmatch(rx, '<tool>get_solution(4)</tool>')
     assert not re.fullmatch(prompts.aggagent_regex(3, True), '<tool>get_solution()</tool>')
+    # A forced finish opens the block at once: thoughts go into the explanation.
+    final = "<finish><explanation>both agree</explanation><answer>Paris</answer></finish>"
+    assert re.fullmatch(prompts.aggagent_regex(3, True), final)
+    assert not re.fullmatch(prompts.aggagent_regex(3, True), "Let me think. " + final)
 
 
 # --- the agent loop -------------------------------------------------------------------------------
