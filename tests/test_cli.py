@@ -70,3 +70,25 @@ def test_bad_yaml_and_unwritable_outputs_are_one_line(tmp_path, capsys):
     # a missing folder is created rather than refused; the run then fails on its real problem
     assert main(["evaluate", "--pool", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "new" / "r.json")]) == 1
     assert (tmp_path / "new").is_dir() and "missing.jsonl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, lines", [
+    ("evaluate", ["  threads: int | None = null", "torch CPU threads for the selector", "  llm.", "  confidence."]),
+    ("rollout", ["  agent.temperature: float = 1.0", "      Sampling temperature.", "  divinit.lam: float = 0.0"]),
+    ("train", ["  optim.lr: float = 0.001", "      Learning rate.", "  trainer.num_nodes: int = 1", "  data.synthetic.seed:"]),
+    ("quickstart", ["  budget_subsets: int = 4", "  out_dir: str = runs/quickstart"]),
+])
+def test_help_lists_config_keys_with_their_docs(command, lines, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "configuration keys (give KEY=VALUE" in out
+    for line in lines:
+        assert line in out
+    assert "--config" in out or command == "quickstart"  # the explicit flags stay
+
+
+def test_unknown_override_key_is_one_line_with_a_suggestion(tmp_path, capsys):
+    assert main(["evaluate", "--pool", "p.jsonl", "--out", str(tmp_path / "r.json"), "thread=2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown key(s) thread (did you mean threads?)" in err

@@ -3,7 +3,9 @@
 Each subcommand declares its arguments here and calls one function of the package; the function
 does the work and is what tests call. Heavy modules are imported only by the subcommand that needs
 them, so `trace-selector validate` starts in well under a second. Any `InputError` becomes one line
-on stderr and exit code 1.
+on stderr and exit code 1. A command with a config dataclass (evaluate, rollout, train, quickstart)
+takes ``KEY=VALUE`` overrides after its flags, and its ``--help`` lists every key with its type,
+default and doc, generated from the dataclass (`config.describe_keys`).
 
     trace-selector --help
     trace-selector validate pool.jsonl.gz
@@ -22,6 +24,28 @@ from trace_selector import shutdown
 from trace_selector.errors import InputError
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser. With `config` set (returns the command's config dataclass), its help
+    ends with every ``KEY=VALUE`` key; the class is fetched only when help is printed, since the
+    train config's module imports Lightning and `trace-selector --help` builds every command."""
+
+    config: Callable[[], type] | None = None
+
+    def format_help(self) -> str:
+        if self.config is not None and self.epilog is None:
+            from trace_selector.config import describe_keys
+
+            self.epilog = describe_keys(self.config())
+        return super().format_help()
+
+
+def _config_class(module: str, name: str) -> Callable[[], type]:
+    """A config dataclass imported on first use (its module may import torch or Lightning)."""
+    import importlib
+
+    return lambda: getattr(importlib.import_module(module), name)
 
 
 def _validate(p: argparse.ArgumentParser) -> Handler:
@@ -112,7 +136,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
     p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. threads=2 llm.agent_max_iterations=8")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. threads=2 llm.agent_max_iterations=8 (keys below)")
+    p.config = _config_class("trace_selector.evaluate", "EvalConfig")
     # `--set KEY=VALUE` was evaluate's own override syntax; still read (and recorded in model cards), not shown.
     p.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
     p.add_argument("--update-card", action="store_true",
@@ -188,7 +213,8 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
     p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. agent.temperature=0.8")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. agent.temperature=0.8 (keys below)")
+    p.config = _config_class("trace_selector.rollout.runner", "RolloutConfig")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.rollout.runner import load_rollout_config, run_rollout
@@ -203,7 +229,8 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
 
 def _train(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--config", type=Path, default=None, help="training YAML (e.g. training/wikileads.yaml)")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz (keys below)")
+    p.config = _config_class("trace_selector.train", "TrainConfig")
     p.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
 
     def run(a: argparse.Namespace) -> int:
@@ -253,7 +280,8 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", default=None, help=f"selector folder (default: the shipped {d.checkpoint})")
     p.add_argument("--eval-pool", default=None, help=f"pool to evaluate (default: the shipped {d.eval_pool})")
     p.add_argument("--out-dir", default=None, help=f"output folder (default {d.out_dir})")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace (keys below)")
+    p.config = lambda: QuickstartConfig
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.config import load_config
@@ -311,10 +339,11 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     from trace_selector import __version__
 
     parser.add_argument("--version", action="version", version=f"trace-selector {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=CommandParser)
     handlers: dict[str, Handler] = {}
     for name, (help_line, builder) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_line, description=help_line)
+        # Raw: the epilog of config keys is laid out already (one key per line, its doc indented).
+        p = sub.add_parser(name, help=help_line, description=help_line, formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--verbose", action="store_true",
                        help="show vLLM, transformers and torch log lines (hidden by default)")
         if command is None or command == name:
