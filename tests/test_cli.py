@@ -92,3 +92,38 @@ def test_unknown_override_key_is_one_line_with_a_suggestion(tmp_path, capsys):
     assert main(["evaluate", "--pool", "p.jsonl", "--out", str(tmp_path / "r.json"), "thread=2"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown key(s) thread (did you mean threads?)" in err
+
+
+UNWRITABLE = [  # {x}: a path under a regular file; {ok}: a writable results.json
+    ["rollout", "--out", "{x}/pool.jsonl"],
+    ["train", "data.source=synthetic", "out_dir={x}"],
+    ["evaluate", "--pool", "p.jsonl", "--out", "{x}/results.json"],
+    ["evaluate", "--pool", "p.jsonl", "out={x}/results.json"],
+    ["evaluate", "--pool", "p.jsonl", "--out", "{ok}", "--plot", "{x}/budget.png"],
+    ["evaluate", "--pool", "p.jsonl", "--out", "{ok}", "per_question={x}/pq.jsonl"],
+    ["select", "--checkpoint", "ckpt", "--pool", "p.jsonl", "--out", "{x}/selections.jsonl"],
+    ["quickstart", "--out-dir", "{x}"],
+    ["quickstart", "out_dir={x}"],
+    ["data", "prepare", "--out", "{x}"],
+    ["index", "corpus.jsonl", "--out", "{x}"],
+    ["models", "prepare", "--out", "{x}"],
+]
+
+
+@pytest.mark.parametrize("argv", UNWRITABLE, ids=lambda argv: " ".join(argv[:3]))
+def test_unwritable_output_is_one_line_before_any_work(argv, tmp_path, monkeypatch, capsys):
+    """Every output a command writes is checked first: one line naming it, exit 1, nothing written."""
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACE_SELECTOR_HOME", str(tmp_path / "home"))
+    argv = [arg.format(x=blocker / "out", ok=tmp_path / "results.json") for arg in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "file.txt/out" in err and "cannot write there" in err
+    assert sorted(tmp_path.rglob("*")) == [blocker]
+
+
+def test_an_existing_folder_is_no_output_file(tmp_path, capsys):
+    assert main(["select", "--checkpoint", "c", "--pool", "p.jsonl", "--out", str(tmp_path)]) == 1
+    assert f"--out {tmp_path}: is a folder" in capsys.readouterr().err

@@ -149,10 +149,17 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "questions": a.questions, "reference": a.reference, "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
+        from trace_selector.atomic import check_writable
+
         cfg = load_eval_config(a.config, flags, a.set + a.overrides)
         cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]
         if a.update_card and not cards:
             raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
+        for key in ("out", "plot", "per_question"):  # as resolved: a YAML or KEY=VALUE may have set them
+            if getattr(cfg, key):
+                check_writable(getattr(cfg, key), key)
+        for path in cards if a.update_card else []:
+            check_writable(Path(path, "README.md"), "--update-card")
         results = evaluate(cfg)
         table = format_table(results)
         print(table)
@@ -234,9 +241,12 @@ def _train(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
 
     def run(a: argparse.Namespace) -> int:
+        from trace_selector.atomic import check_writable
         from trace_selector.train import resolve_config, train
 
-        result = train(resolve_config(a.config, a.overrides, a.resume), resume=a.resume)
+        cfg = resolve_config(a.config, a.overrides, a.resume)
+        check_writable(cfg.run_dir, "run folder (out_dir/name)", folder=True)
+        result = train(cfg, resume=a.resume)
         if result.selector_dir is not None:
             acc = "n/a" if result.best_val_acc is None else f"{result.best_val_acc:.4f}"
             print(f"run {result.run_dir}: best val selection accuracy {acc} after {result.global_step} steps; "
@@ -287,8 +297,12 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
         from trace_selector.config import load_config
         from trace_selector.quickstart import quickstart
 
+        from trace_selector.atomic import check_writable
+
         flags = {k: getattr(a, k) for k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir")}
-        quickstart(load_config(QuickstartConfig, None, a.overrides, flags))
+        cfg = load_config(QuickstartConfig, None, a.overrides, flags)
+        check_writable(cfg.out_dir, "out_dir", folder=True)
+        quickstart(cfg)
         return 0
 
     return run
@@ -351,28 +365,22 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     return parser, handlers
 
 
-_OUTPUT_ARGS = ("out", "plot", "per_question")
-"""Argument names that hold a path a command writes (a file or a folder)."""
+_OUTPUT_ARGS = ("out", "plot", "per_question", "out_dir")
+"""Argument names that hold a path a command writes. Outputs set through a config (evaluate's
+``out=``, train's ``out_dir``, quickstart's ``out_dir``) are checked by the command once resolved."""
+
+_FOLDER_OUTPUTS = {"data": ("out",), "index": ("out",), "models": ("out",), "quickstart": ("out_dir",)}
+"""Per command, the output arguments that name a folder (all others name a file)."""
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Fail in one line before any work when an output cannot be written: its folder is created if
-    missing, and a scratch file with the name the atomic writer will use proves the name fits."""
-    import tempfile
+    """Fail in one line before any work when an output given as a flag cannot be written."""
+    from trace_selector.atomic import check_writable
 
     for name in _OUTPUT_ARGS:
         value = getattr(args, name, None)
-        if not isinstance(value, (str, Path)) or not str(value):
-            continue
-        path = Path(value)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            os.close(fd)
-            os.unlink(scratch)
-        except OSError as err:
-            flag = "--" + name.replace("_", "-")
-            raise InputError(f"{flag} {value}: cannot write there ({err.strerror})") from None
+        if isinstance(value, (str, Path)) and str(value):
+            check_writable(value, "--" + name.replace("_", "-"), folder=name in _FOLDER_OUTPUTS.get(args.command, ()))
 
 
 def _quiet_libraries() -> None:
