@@ -3,7 +3,9 @@
 Each subcommand declares its arguments here and calls one function of the package; the function
 does the work and is what tests call. Heavy modules are imported only by the subcommand that needs
 them, so `trace-selector validate` starts in well under a second. Any `InputError` becomes one line
-on stderr and exit code 1.
+on stderr and exit code 1. A command with a config dataclass (evaluate, rollout, train, quickstart)
+takes ``KEY=VALUE`` overrides after its flags, and its ``--help`` lists every key with its type,
+default and doc, generated from the dataclass (`config.describe_keys`).
 
     trace-selector --help
     trace-selector validate pool.jsonl.gz
@@ -22,6 +24,28 @@ from trace_selector import shutdown
 from trace_selector.errors import InputError
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser. With `config` set (returns the command's config dataclass), its help
+    ends with every ``KEY=VALUE`` key; the class is fetched only when help is printed, since the
+    train config's module imports Lightning and `trace-selector --help` builds every command."""
+
+    config: Callable[[], type] | None = None
+
+    def format_help(self) -> str:
+        if self.config is not None and self.epilog is None:
+            from trace_selector.config import describe_keys
+
+            self.epilog = describe_keys(self.config())
+        return super().format_help()
+
+
+def _config_class(module: str, name: str) -> Callable[[], type]:
+    """A config dataclass imported on first use (its module may import torch or Lightning)."""
+    import importlib
+
+    return lambda: getattr(importlib.import_module(module), name)
 
 
 def _validate(p: argparse.ArgumentParser) -> Handler:
@@ -112,7 +136,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
     p.add_argument("--config", type=Path, default=None, help="YAML with EvalConfig fields")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. threads=2 llm.agent_max_iterations=8")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. threads=2 llm.agent_max_iterations=8 (keys below)")
+    p.config = _config_class("trace_selector.evaluate", "EvalConfig")
     # `--set KEY=VALUE` was evaluate's own override syntax; still read (and recorded in model cards), not shown.
     p.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
     p.add_argument("--update-card", action="store_true",
@@ -124,10 +149,17 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "questions": a.questions, "reference": a.reference, "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget}
+        from trace_selector.atomic import check_writable
+
         cfg = load_eval_config(a.config, flags, a.set + a.overrides)
         cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]
         if a.update_card and not cards:
             raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
+        for key in ("out", "plot", "per_question"):  # as resolved: a YAML or KEY=VALUE may have set them
+            if getattr(cfg, key):
+                check_writable(getattr(cfg, key), key)
+        for path in cards if a.update_card else []:
+            check_writable(Path(path, "README.md"), "--update-card")
         results = evaluate(cfg)
         table = format_table(results)
         print(table)
@@ -188,7 +220,8 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--model", default=None, help="policy model: packaged name or HF folder")
     p.add_argument("--out", type=Path, required=True, help="pool to write (.jsonl, .jsonl.gz or .parquet); rerun to resume")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. agent.temperature=0.8")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. agent.temperature=0.8 (keys below)")
+    p.config = _config_class("trace_selector.rollout.runner", "RolloutConfig")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.rollout.runner import load_rollout_config, run_rollout
@@ -203,13 +236,17 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
 
 def _train(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--config", type=Path, default=None, help="training YAML (e.g. training/wikileads.yaml)")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz (keys below)")
+    p.config = _config_class("trace_selector.train", "TrainConfig")
     p.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
 
     def run(a: argparse.Namespace) -> int:
+        from trace_selector.atomic import check_writable
         from trace_selector.train import resolve_config, train
 
-        result = train(resolve_config(a.config, a.overrides, a.resume), resume=a.resume)
+        cfg = resolve_config(a.config, a.overrides, a.resume)
+        check_writable(cfg.run_dir, "run folder (out_dir/name)", folder=True)
+        result = train(cfg, resume=a.resume)
         if result.selector_dir is not None:
             acc = "n/a" if result.best_val_acc is None else f"{result.best_val_acc:.4f}"
             print(f"run {result.run_dir}: best val selection accuracy {acc} after {result.global_step} steps; "
@@ -253,14 +290,19 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", default=None, help=f"selector folder (default: the shipped {d.checkpoint})")
     p.add_argument("--eval-pool", default=None, help=f"pool to evaluate (default: the shipped {d.eval_pool})")
     p.add_argument("--out-dir", default=None, help=f"output folder (default {d.out_dir})")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace (keys below)")
+    p.config = lambda: QuickstartConfig
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.config import load_config
         from trace_selector.quickstart import quickstart
 
+        from trace_selector.atomic import check_writable
+
         flags = {k: getattr(a, k) for k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir")}
-        quickstart(load_config(QuickstartConfig, None, a.overrides, flags))
+        cfg = load_config(QuickstartConfig, None, a.overrides, flags)
+        check_writable(cfg.out_dir, "out_dir", folder=True)
+        quickstart(cfg)
         return 0
 
     return run
@@ -311,10 +353,11 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     from trace_selector import __version__
 
     parser.add_argument("--version", action="version", version=f"trace-selector {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=CommandParser)
     handlers: dict[str, Handler] = {}
     for name, (help_line, builder) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_line, description=help_line)
+        # Raw: the epilog of config keys is laid out already (one key per line, its doc indented).
+        p = sub.add_parser(name, help=help_line, description=help_line, formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--verbose", action="store_true",
                        help="show vLLM, transformers and torch log lines (hidden by default)")
         if command is None or command == name:
@@ -322,28 +365,22 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     return parser, handlers
 
 
-_OUTPUT_ARGS = ("out", "plot", "per_question")
-"""Argument names that hold a path a command writes (a file or a folder)."""
+_OUTPUT_ARGS = ("out", "plot", "per_question", "out_dir")
+"""Argument names that hold a path a command writes. Outputs set through a config (evaluate's
+``out=``, train's ``out_dir``, quickstart's ``out_dir``) are checked by the command once resolved."""
+
+_FOLDER_OUTPUTS = {"data": ("out",), "index": ("out",), "models": ("out",), "quickstart": ("out_dir",)}
+"""Per command, the output arguments that name a folder (all others name a file)."""
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Fail in one line before any work when an output cannot be written: its folder is created if
-    missing, and a scratch file with the name the atomic writer will use proves the name fits."""
-    import tempfile
+    """Fail in one line before any work when an output given as a flag cannot be written."""
+    from trace_selector.atomic import check_writable
 
     for name in _OUTPUT_ARGS:
         value = getattr(args, name, None)
-        if not isinstance(value, (str, Path)) or not str(value):
-            continue
-        path = Path(value)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            os.close(fd)
-            os.unlink(scratch)
-        except OSError as err:
-            flag = "--" + name.replace("_", "-")
-            raise InputError(f"{flag} {value}: cannot write there ({err.strerror})") from None
+        if isinstance(value, (str, Path)) and str(value):
+            check_writable(value, "--" + name.replace("_", "-"), folder=name in _FOLDER_OUTPUTS.get(args.command, ()))
 
 
 def _quiet_libraries() -> None:

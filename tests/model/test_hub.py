@@ -46,6 +46,40 @@ def test_model_card_names_setting_encoder_and_metrics(saved):
     assert "toy" in card and "hash" in card and "val_acc" in card and "0.5000" in card
 
 
+def test_model_card_parses_back_with_its_metadata(saved):
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(saved[1] / "README.md")
+    meta = card.data.to_dict()
+    assert meta["library_name"] == "trace-selector" and meta["license"] == "apache-2.0"
+    assert {"trace-selector", "trace"} <= set(meta["tags"]) and meta["metrics"] == ["accuracy"]
+    assert card.text.lstrip().startswith("# `trace` selector: toy")
+    assert "`trace`: the paper's configuration" in card.text and "--checkpoint " + str(saved[1]) in card.text
+
+
+def test_model_card_method_line_and_no_metrics():
+    from trace_selector.model.hub import render_card
+
+    text = render_card(ModelConfig(grounding=True, vote_prior=True), setting=None)
+    assert "# `trace_grounded` selector: unknown" in text and "not the paper's configuration" in text
+    assert "No metrics recorded.\n\n## Use" in text and "metrics:" not in text.split("---")[1]
+    assert "| seed | 3 |" in render_card(ModelConfig(), "toy", extra={"seed": 3})
+
+
+@pytest.mark.parametrize("name", ["wikileads", "wikileads-browsing"])
+def test_shipped_cards_load_with_metadata(name):
+    from huggingface_hub import ModelCard
+
+    from trace_selector.model.hub import EVAL_START, LICENSE
+
+    folder = DATA.parents[1] / "checkpoints" / name
+    card = ModelCard.load(folder / "README.md")
+    net = SelectorNet.load_checkpoint(folder)
+    assert card.data.library_name == "trace-selector" and card.data.license == LICENSE
+    assert net.config.method in card.data.tags and f"# `{net.config.method}` selector" in card.text
+    assert card.text.count(EVAL_START) == 1
+
+
 def test_missing_config_keys_take_defaults(saved):
     net, out = saved
     cfg = json.loads((out / "config.json").read_text())
@@ -117,6 +151,15 @@ def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
     text = (ckpt / "README.md").read_text()
     assert "| majority | 66.7 |" in text and "| trace |" in text and text.count(EVAL_START) == 1
     assert "# `trace` selector: toy" in text  # the rest of the card is kept
+    from huggingface_hub import ModelCard
+
+    meta = ModelCard.load(ckpt / "README.md").data
+    assert meta.library_name == "trace-selector" and meta.metrics == ["accuracy", "exact_match", "f1"]
+    assert main(args) == 0  # a rerun replaces the section in place: the card above it is untouched
+    again = (ckpt / "README.md").read_text()
+    head, section = text.split(EVAL_START)
+    assert again.count(EVAL_START) == 1 and again.split(EVAL_START)[0] == head
+    assert len(again.split(EVAL_START)[1].splitlines()) == len(section.splitlines())
     assert main(["evaluate", "--pool", str(pool), "--methods", "majority", "--out", str(tmp_path / "r2.json"),
                  "--update-card"]) == 1
     assert "--update-card needs --checkpoint" in capsys.readouterr().err

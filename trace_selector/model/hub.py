@@ -3,7 +3,8 @@
 
 A checkpoint folder holds ``model.safetensors`` (weights), ``config.json`` (the `ModelConfig`, written
 by `PyTorchModelHubMixin`) and ``README.md`` (a model card naming the search setting, the text
-encoder and the validation metrics). The same folder loads locally or after a push:
+encoder and the validation metrics, rendered from ``card_template.md`` by `huggingface_hub.ModelCard`
+with YAML metadata the Hub reads). The same folder loads locally or after a push:
 
     save_selector(net, "checkpoints/wikileads", setting="wikileads", metrics={"val_acc": 0.61})
     net = SelectorNet.load_checkpoint("checkpoints/wikileads")   # or "user/trace-selector-wikileads"
@@ -20,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from huggingface_hub import PyTorchModelHubMixin
+from huggingface_hub import ModelCard, ModelCardData, PyTorchModelHubMixin
 
 from trace_selector.errors import InputError
 
@@ -30,44 +31,14 @@ CARD = "README.md"
 TRAINING_CONFIG = "training_config.yaml"
 """The resolved training config, beside the weights of a trained checkpoint (optional)."""
 
-CARD_TEMPLATE = """---
-library_name: trace-selector
-tags:
-- trace-selector
-- graph-neural-network
-- answer-selection
----
+CARD_TEMPLATE = Path(__file__).with_name("card_template.md")
+"""Jinja template of the model card (package data), rendered by `huggingface_hub.ModelCard.from_template`."""
 
-# `{method}` selector: {setting}
+LICENSE = "apache-2.0"
+"""License of the selectors this package trains and ships: the package's own (pyproject.toml)."""
 
-Scores the K parallel trajectories of a search agent on a question and picks the answer best
-supported by the evidence the trajectories retrieved (relational GNN over a query-evidence graph +
-answer-conditioned QFormer), without generating anything.
-
-| | |
-|---|---|
-| method | {method_line} |
-| search setting | {setting} |
-| graph kind | {kind} |
-| text encoder | {encoder} ({embed_dim}-d, frozen) |
-| architecture | hidden {hidden}, {layers} message-passing layers, {heads}-head QFormer, readout={readout}, cross-trajectory={cross}, grounding features={grounding}, vote prior={prior} |
-{extra_rows}
-## Metrics
-
-{metrics}
-
-## Use
-
-```python
-from trace_selector.selector import Selector
-selector = Selector.from_pretrained("{name}")
-for s in selector.select("pool.jsonl.gz"):
-    print(s.question_id, s.sample_id, s.answer)
-```
-
-or `trace-selector select --checkpoint {name} --pool pool.jsonl.gz --out selections.jsonl`.
-"""
-
+TAGS = ("trace-selector", "graph-neural-network", "answer-selection")
+"""Hub tags of every selector card; the method name (`ModelConfig.method`) is added to them."""
 
 METHOD_LINES = {
     "trace": "`trace`: the paper's configuration (answer inputs: embedding + log1p(c), c/R; no grounding features, no vote prior)",
@@ -76,24 +47,28 @@ METHOD_LINES = {
 """How a model card names each method (`ModelConfig.method`); others get a generic line."""
 
 
+def card_data(config: Any, metrics: dict[str, float] | None = None) -> ModelCardData:
+    """The card's YAML metadata: library, license, tags (with the method name), metric kinds."""
+    return ModelCardData(library_name="trace-selector", license=LICENSE, tags=[*TAGS, config.method],
+                         metrics=["accuracy"] if metrics else None)
+
+
 def render_card(config: Any, setting: str | None = None, metrics: dict[str, float] | None = None,
                 extra: dict[str, Any] | None = None, name: str = "PATH_OR_REPO_ID") -> str:
-    """The model card text for a `ModelConfig` and its metrics."""
-    rows = "".join(f"| {k} | {v} |\n" for k, v in (extra or {}).items())
-    if metrics:
-        table = "| metric | value |\n|---|---|\n" + "".join(
-            f"| {k} | {v:.4f} |\n" if isinstance(v, float) else f"| {k} | {v} |\n" for k, v in metrics.items()
-        )
-    else:
-        table = "No metrics recorded."
+    """The model card text for a `ModelConfig` and its metrics, from `CARD_TEMPLATE`."""
     method = config.method
-    method_line = METHOD_LINES.get(method, f"`{method}`: TRACE with one of our additions (not the paper's configuration)")
-    return CARD_TEMPLATE.format(
-        method=method, method_line=method_line, setting=setting or "unknown", kind=config.kind, encoder=config.encoder, embed_dim=config.embed_dim,
-        hidden=config.hidden, layers=config.layers, heads=config.heads, readout=config.readout,
-        cross=config.cross_trajectory, grounding=config.grounding, prior=config.vote_prior, extra_rows=rows,
-        metrics=table, name=name,
+    card = ModelCard.from_template(
+        card_data(config, metrics),
+        template_path=str(CARD_TEMPLATE),
+        method=method,
+        method_line=METHOD_LINES.get(method, f"`{method}`: TRACE with one of our additions (not the paper's configuration)"),
+        setting=setting or "unknown",
+        config=config,
+        extra=dict(extra or {}),
+        metrics={k: f"{v:.4f}" if isinstance(v, float) else v for k, v in (metrics or {}).items()},
+        name=name,
     )
+    return str(card).rstrip("\n") + "\n"  # Jinja drops the template's final newline
 
 
 def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
@@ -140,15 +115,21 @@ def card_with_evaluation(card: str, table: str, command: str | None = None) -> s
 
 
 def update_card(checkpoint: str | Path, table: str, command: str | None = None) -> Path:
-    """Write an evaluation table into a local checkpoint's model card (atomically)."""
+    """Write an evaluation table into a local checkpoint's model card (atomically); its metadata then
+    also lists the table's metrics (exact match, F1)."""
     from trace_selector.atomic import atomic_write
 
     path = Path(checkpoint) / CARD
     if not path.is_file():
         raise InputError(f"{checkpoint}: no {CARD} model card to update (is it a local checkpoint folder?)")
-    text = card_with_evaluation(path.read_text(encoding="utf-8"), table, command)
+    try:
+        card = ModelCard.load(path)
+    except ValueError as err:  # a YAML header that is not a mapping
+        raise InputError(f"{path}: unreadable model card ({_one_line(err)})") from err
+    card.text = card_with_evaluation(card.text, table, command)
+    card.data.metrics = list(dict.fromkeys([*(card.data.metrics or []), "exact_match", "f1"]))
     with atomic_write(path) as fh:
-        fh.write(text)
+        fh.write(str(card))
     return path
 
 
