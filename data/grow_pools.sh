@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Grow the bundled pools of the default policy setup to their target sizes, in stages that alternate
-# between the train pool (1,400 train questions x K=8) and the sealed test pool (500 test questions
+# between the train pool (1,200 train questions x K=8; 89% of the first 112 were mixed, so about 1,070 mixed) and the sealed test pool (500 test questions
 # from position 300 x K=16), so both grow. Every stage is resumable (a killed run continues from its
 # shard) and extends what is there, so rerunning this script continues where it stopped.
 #
@@ -23,4 +23,4 @@ train() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-s
             --k 8 --out "$out/wikileads-train.jsonl.gz" "${@:2}"; }
 sealed() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split test --offset 300 \
              --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
-train 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1400 "$@"; sealed 500 "$@"
+train 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1200 "$@"; sealed 500 "$@"
