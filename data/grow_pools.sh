@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Grow the bundled pools of the default policy setup to their target sizes, in stages that alternate
-# between the train pool (1,200 train questions x K=8; 89% of the first 112 were mixed, so about 1,070 mixed) and the sealed test pool (500 test questions
-# from position 300 x K=16), so both grow. Every stage is resumable (a killed run continues from its
+# between the train pool (1,200 train questions x K=8: 89% of the first 112 were mixed, so about
+# 1,070 mixed) and the sealed test pool (500 test questions from position 300 x K=16), so both grow. Every stage is resumable (a killed run continues from its
 # shard) and extends what is there, so rerunning this script continues where it stopped.
 #
 #   git worktree add ../pools-wt HEAD            # a fixed commit: refactoring cannot break the run
