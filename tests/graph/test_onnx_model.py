@@ -109,6 +109,6 @@ def test_model_config_runtime_default_and_check():
     from trace_selector.model import ModelConfig
 
     assert ModelConfig.from_json({"kind": "webqa"}).encoder_runtime == "torch"  # checkpoints before the field
-    assert ModelConfig().encoder_runtime == "onnx"  # new selectors: same answers as torch, 4.8x the texts/s
+    assert ModelConfig().encoder_runtime == "onnx"  # new selectors: same answers as torch, faster
     with pytest.raises(InputError, match="encoder_runtime must be one of torch, torch-bf16, onnx, onnx-int8"):
         ModelConfig.from_json({"encoder_runtime": "fp8"})

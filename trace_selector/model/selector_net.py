@@ -65,7 +65,7 @@ class ModelConfig:
     (synthetic bag-of-words) or "hash" (whole-text hash; tests)."""
     encoder_runtime: str = "onnx"
     """How the text embeddings were computed (graph/encoder.py `ENCODER_RUNTIMES`): "onnx" (fp32 ONNX
-    Runtime, the default: 4.8x torch's texts/s with the same picked answer on all 300 dev questions),
+    Runtime, the default: 1.24x torch's texts/s with the same picked answer on all 300 dev questions),
     "torch" (fp32 sentence-transformers, what checkpoints saved before this field used),
     "torch-bf16" or "onnx-int8". Selectors score with this runtime unless told otherwise, and warn
     when told."""
