@@ -169,7 +169,6 @@ def dump_config(cfg: Any, path: str | Path) -> None:
         yaml.safe_dump(to_dict(cfg), fh, sort_keys=False)
 
 
-
 def _suggest(key: str, cls: type) -> str:
     """`key` with the closest known key of `cls`, dotted ones included, so ``temperature=0.8`` on a
     rollout points at ``agent.temperature``."""
