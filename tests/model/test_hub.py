@@ -64,6 +64,8 @@ def test_model_card_method_line_and_no_metrics():
     assert "# `trace_grounded` selector: unknown" in text and "not the paper's configuration" in text
     assert "No metrics recorded.\n\n## Use" in text and "metrics:" not in text.split("---")[1]
     assert "| seed | 3 |" in render_card(ModelConfig(), "toy", extra={"seed": 3})
+    # The card names the runtime its embeddings came from: scoring with another one changes picks.
+    assert "embeddings from the `torch-bf16` runtime" in render_card(ModelConfig(encoder_runtime="torch-bf16"), "toy")
 
 
 @pytest.mark.parametrize("name", ["wikileads", "wikileads-browsing"])
