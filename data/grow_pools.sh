@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Grow the bundled pools of the default policy setup to their target sizes, in stages that alternate
-# between the train pool (1,200 train questions x K=8: 89% of the first 112 were mixed, so about
-# 1,070 mixed) and the sealed test pool (500 test questions from position 300 x K=16), so both grow. Every stage is resumable (a killed run continues from its
+# between the train pool (1,200 train questions x K=8: 90% of the first 200 were mixed, so about
+# 1,080 mixed) and the sealed test pool (500 test questions from position 300 x K=16), so both grow.
+# A dev pool (200 dev questions x K=8) comes first: selectors are validated and chosen on it. Every stage is resumable (a killed run continues from its
 # shard) and extends what is there, so rerunning this script continues where it stopped.
 #
 #   git worktree add ../pools-wt HEAD            # a fixed commit: refactoring cannot break the run
@@ -21,6 +22,8 @@ export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
 retry() { for attempt in 1 2 3; do "$@" && return 0; echo "stage failed (attempt $attempt): $*" >&2; sleep 10; done; return 1; }
 train() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split train --limit "$1" \
             --k 8 --out "$out/wikileads-train.jsonl.gz" "${@:2}"; }
+dev() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split dev --limit "$1" \
+          --k 8 --out "$out/wikileads-dev.jsonl.gz" "${@:2}"; }
 sealed() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split test --offset 300 \
              --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
-train 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1200 "$@"; sealed 500 "$@"
+train 200 "$@"; dev 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1200 "$@"; sealed 500 "$@"
