@@ -249,6 +249,12 @@ class MethodRun:
 
     picks: list[Pick]
     seconds: float
+    scores: list[tuple[float, float]] = field(default_factory=list)
+    """(EM, F1) of each pick, filled once by `MethodRun.score` for the summary, pairing and JSONL."""
+
+    def score(self, groups: Sequence[QuestionGroup]) -> "MethodRun":
+        self.scores = [score_pick(g, p) for g, p in zip(groups, self.picks)]
+        return self
 
 
 def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[str, str], Any]:
@@ -338,7 +344,7 @@ def budget_curve(methods: dict[str, Method], groups: Sequence[QuestionGroup], n_
 
 def summarize(name: str, run: MethodRun, groups: Sequence[QuestionGroup]) -> dict[str, Any]:
     """The results.json entry of one method."""
-    scores = [score_pick(g, p) for g, p in zip(groups, run.picks)]
+    scores = run.scores
     n = max(1, len(groups))
     entry: dict[str, Any] = {
         "em": round(100.0 * sum(s[0] for s in scores) / n, 4),
@@ -397,7 +403,7 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
                 continue
             t0 = time.perf_counter()
             picks = methods[name].select(groups)
-            runs[name] = MethodRun(picks, time.perf_counter() - t0)
+            runs[name] = MethodRun(picks, time.perf_counter() - t0).score(groups)
         curve: dict[str, dict[str, float]] = {}
         if cfg.budget and groups:
             curve_methods = {n: methods[n] for n in runs if cfg.budget_llm or n not in LLM_METHODS}
@@ -439,7 +445,7 @@ def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Questi
                runs: dict[str, MethodRun]) -> None:
     """``vs_majority`` (and ``vs_<reference>``) paired differences on every scored method's entry."""
     def em(run: MethodRun) -> list[float]:
-        return [score_pick(g, p)[0] for g, p in zip(groups, run.picks)]
+        return [s[0] for s in run.scores]
 
     if not groups:
         return
@@ -447,7 +453,7 @@ def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Questi
     if majority is None:  # cheap and deterministic, so pairing never depends on the method list
         from trace_selector.baselines.registry import build_fast
 
-        majority = MethodRun(build_fast("majority").select(groups), 0.0)
+        majority = MethodRun(build_fast("majority").select(groups), 0.0).score(groups)
     against = {"majority": em(majority)}
     if cfg.reference is not None and cfg.reference in runs:
         against[cfg.reference] = em(runs[cfg.reference])
@@ -474,7 +480,7 @@ def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Que
                                        "k": len(g.trajectories), "methods": {}}
                 for name, run in runs.items():
                     p = run.picks[gi]
-                    em, f1 = score_pick(g, p)
+                    em, f1 = run.scores[gi]
                     row["methods"][name] = {"sample_id": p.sample_id, "answer": p.answer, "em": em, "f1": f1,
                                             "correct": em == 1.0, "fallback": p.fallback}
                     if p.scores:
