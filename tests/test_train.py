@@ -287,3 +287,30 @@ def test_old_resolved_configs_keep_their_behaviour():
     assert not old.data.subsets and old.data.min_val_questions == 0
     assert old.optim.monitor == "val/acc" and old.optim.early_stopping == 0
     assert old.model.method == "trace_grounded"  # what the shipped selector is, whatever its folder is called
+
+
+def test_majority_accuracy_counts_the_most_frequent_answer_first_on_ties():
+    from torch_geometric.data import HeteroData
+
+    from trace_selector.train import majority_accuracy
+
+    def graph(counts: list[int], right: list[float]) -> HeteroData:
+        g = HeteroData()
+        g["answer"].vote = torch.tensor([[float(torch.tensor(c).log1p()), c / len(counts), 0.0, 0.0] for c in counts])
+        g["answer"].y = torch.tensor(right)
+        return g
+
+    wins = graph([1, 2, 2], [0.0, 1.0, 1.0])            # the pair's answer is right
+    loses = graph([3, 3, 3, 1], [0.0, 0.0, 0.0, 1.0])   # the lone right answer is outvoted
+    tie = graph([1, 1], [0.0, 1.0])                      # a tie goes to the first trajectory
+    assert majority_accuracy([wins, loses, tie]) == pytest.approx(1 / 3)
+    assert majority_accuracy([]) is None
+
+
+def test_val_majority_is_logged_and_reported(tmp_path):
+    result = train(tiny_config(tmp_path))
+    rows = (next((tmp_path / "tiny").glob("logs/*/metrics.csv"))).read_text().splitlines()
+    header = rows[0].split(",")
+    logged = [float(r.split(",")[header.index("val/majority")]) for r in rows[1:] if r.split(",")[header.index("val/majority")]]
+    assert logged and all(v == pytest.approx(result.val_majority_acc) for v in logged)
+    assert "val_majority_accuracy" in (result.selector_dir / "README.md").read_text()

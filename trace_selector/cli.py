@@ -249,7 +249,8 @@ def _train(p: argparse.ArgumentParser) -> Handler:
         result = train(cfg, resume=a.resume)
         if result.selector_dir is not None:
             acc = "n/a" if result.best_val_acc is None else f"{result.best_val_acc:.4f}"
-            print(f"run {result.run_dir}: best val selection accuracy {acc} after {result.global_step} steps; "
+            bar = "" if result.val_majority_acc is None else f" (majority vote {result.val_majority_acc:.4f})"
+            print(f"run {result.run_dir}: best val selection accuracy {acc}{bar} after {result.global_step} steps; "
                   f"selector saved to {result.selector_dir}")
         return 0
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -382,22 +383,25 @@ class SelectorModule(L.LightningModule):
         a = batch["answer"]
         n = batch.num_graphs
         right = selected_correct(scores, a.y, a.batch, n).sum()
+        # The bar a selector must clear: the most frequent answer (log1p(c) is monotone in the count c;
+        # ties go to the lowest sample_id, as in `majority`).
+        voted = selected_correct(a.vote[:, 0], a.y, a.batch, n).sum()
         # Sums, reduced once per epoch: exact accuracy over all questions (and all DDP ranks).
-        self._val.append(torch.stack([right, terms.total.detach() * n, scores.new_tensor(float(n))]))
+        self._val.append(torch.stack([right, terms.total.detach() * n, scores.new_tensor(float(n)), voted]))
 
     def on_validation_epoch_end(self) -> None:
         # Every rank must join the gather, even one that got no validation batch.
-        sums = torch.stack(self._val).sum(0) if self._val else torch.zeros(3, device=self.device)
+        sums = torch.stack(self._val).sum(0) if self._val else torch.zeros(4, device=self.device)
         self._val.clear()
         if self.trainer.world_size > 1:
             sums = self.all_gather(sums).sum(0)
-        right, loss_sum, n = sums.tolist()
+        right, loss_sum, n, voted = sums.tolist()
         if n == 0:
             return
         acc, loss = right / n, loss_sum / n
         self.log("val/acc", acc, prog_bar=True)
         objective = validation_objective(acc, loss, int(n))
-        self.log_dict({"val/loss": loss, "val/objective": objective, "val/questions": n})
+        self.log_dict({"val/loss": loss, "val/objective": objective, "val/questions": n, "val/majority": voted / n})
 
     def configure_optimizers(self):
         o = self.cfg.optim
@@ -417,6 +421,8 @@ class TrainResult:
     selector_dir: Path | None
     """Hub-format export of the best weights (rank 0 only; None on other ranks)."""
     best_val_acc: float | None
+    val_majority_acc: float | None
+    """Majority vote's accuracy on the same validation questions: the bar the selector must clear."""
     global_step: int
 
 
@@ -499,6 +505,7 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         ckpt.best_model_path, ckpt.best_model_score = str(path), torch.tensor(metrics[monitor])
     best = Path(ckpt.best_model_path)
     score = _best_acc(trainer, ckpt, module, dm, monitor)
+    voted = majority_accuracy(dm.val_graphs)
     selector_dir = None
     if trainer.is_global_zero and best.is_file():
         from trace_selector.model.hub import save_selector
@@ -507,6 +514,7 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         net = SelectorNet(cfg.model)
         net.load_state_dict({k[len("net."):]: v for k, v in state.items() if k.startswith("net.")})
         metrics = {"val_selection_accuracy": score if score is not None else math.nan,
+                   "val_majority_accuracy": voted if voted is not None else math.nan,
                    "train_questions": len(dm.train_graphs), "val_questions": len(dm.val_graphs),
                    "global_step": trainer.global_step}
         selector_dir = save_selector(net, run_dir / "selector", setting=cfg.setting, metrics=metrics,
@@ -514,4 +522,13 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
                                             **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {}),
                                             "resolved config": "`training_config.yaml`"})
         dump_config(cfg, selector_dir / TRAINING_CONFIG)
-    return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, trainer.global_step)
+    return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, voted, trainer.global_step)
+
+
+def majority_accuracy(graphs: Sequence[Any]) -> float | None:
+    """Share of `graphs` whose most frequent answer is right (None without graphs)."""
+    if not graphs:
+        return None
+    right = sum(float(selected_correct(g["answer"].vote[:, 0], g["answer"].y,
+                                       torch.zeros_like(g["answer"].y, dtype=torch.long), 1)[0]) for g in graphs)
+    return right / len(graphs)
