@@ -26,4 +26,7 @@ dev() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-sta
           --k 8 --out "$out/wikileads-dev.jsonl.gz" "${@:2}"; }
 sealed() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split test --offset 300 \
              --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
-train 200 "$@"; dev 200 "$@"; sealed 100 "$@"; train 600 "$@"; sealed 300 "$@"; train 1200 "$@"; sealed 500 "$@"
+# The same policy with DivInit on other dev questions: the transfer pool of issue 15 (other strategy).
+divinit() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml --split dev --offset 200 \
+              --limit "$1" --k 8 --out "$out/wikileads-dev-divinit.jsonl.gz" strategy=divinit "${@:2}"; }
+train 200 "$@"; dev 200 "$@"; train 600 "$@"; sealed 300 "$@"; train 1200 "$@"; sealed 500 "$@"; divinit 150 "$@"
