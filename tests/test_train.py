@@ -314,3 +314,27 @@ def test_val_majority_is_logged_and_reported(tmp_path):
     logged = [float(r.split(",")[header.index("val/majority")]) for r in rows[1:] if r.split(",")[header.index("val/majority")]]
     assert logged and all(v == pytest.approx(result.val_majority_acc) for v in logged)
     assert "val_majority_accuracy" in (result.selector_dir / "README.md").read_text()
+
+
+def test_seeds_keep_the_best_on_validation_and_resume_without_retraining(tmp_path, capsys):
+    args = ["train", *TINY, f"out_dir={tmp_path}", "--seeds", "0,1"]
+    assert main(args) == 0
+    run = tmp_path / "tiny"
+    table = json.loads((run / "seeds.json").read_text())["seeds"]
+    assert [r["seed"] for r in table] == [0, 1] and sum(r["chosen"] for r in table) == 1
+    best = max(table, key=lambda r: r["score"])  # the first of equal scores
+    assert next(r for r in table if r["chosen"])["seed"] == best["seed"]
+    kept = run / f"seed-{best['seed']}" / "selector" / "model.safetensors"
+    assert (run / "selector" / "model.safetensors").read_bytes() == kept.read_bytes()
+    assert "<- kept" in capsys.readouterr().out
+    stamp = (run / "seed-0" / "checkpoints" / "best.ckpt").stat().st_mtime_ns
+    assert main(args) == 0  # both seeds finished: read back, not retrained
+    assert (run / "seed-0" / "checkpoints" / "best.ckpt").stat().st_mtime_ns == stamp
+
+
+def test_seeds_must_be_distinct_integers(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", *TINY, f"out_dir={tmp_path}", "--seeds", "0,x"])
+    assert "comma-separated integers" in capsys.readouterr().err
+    assert main(["train", *TINY, f"out_dir={tmp_path}", "--seeds", "1,1"]) != 0
+    assert "distinct seeds" in capsys.readouterr().err

@@ -234,19 +234,36 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _seed_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,2, got {text!r}") from None
+
+
 def _train(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--config", type=Path, default=None, help="training YAML (e.g. training/wikileads.yaml)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz (keys below)")
     p.config = _config_class("trace_selector.train", "TrainConfig")
     p.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
+    p.add_argument("--seeds", type=_seed_list, default=None, metavar="S,S,...",
+                   help="train once per seed into <run>/seed-<s>/ and keep the best on validation as <run>/selector "
+                        "(scores of every seed in <run>/seeds.json); finished seeds are not retrained")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.atomic import check_writable
-        from trace_selector.train import resolve_config, train
+        from trace_selector.train import resolve_config, train, train_seeds
 
         cfg = resolve_config(a.config, a.overrides, a.resume)
         check_writable(cfg.run_dir, "run folder (out_dir/name)", folder=True)
-        result = train(cfg, resume=a.resume)
+        if a.seeds is not None:
+            result, table = train_seeds(cfg, a.seeds, resume=a.resume)
+            for row in table:
+                acc, bar = (("n/a" if v is None else f"{v:.4f}") for v in (row["val_acc"], row["val_majority"]))
+                print(f"seed {row['seed']}: val selection accuracy {acc} (majority vote {bar})"
+                      f"{'  <- kept' if row['chosen'] else ''}")
+        else:
+            result = train(cfg, resume=a.resume)
         if result.selector_dir is not None:
             acc = "n/a" if result.best_val_acc is None else f"{result.best_val_acc:.4f}"
             bar = "" if result.val_majority_acc is None else f" (majority vote {result.val_majority_acc:.4f})"

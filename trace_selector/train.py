@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -424,6 +424,8 @@ class TrainResult:
     val_majority_acc: float | None
     """Majority vote's accuracy on the same validation questions: the bar the selector must clear."""
     global_step: int
+    best_score: float | None = None
+    """The monitored validation score of the best checkpoint (``optim.monitor``): what seeds are ranked by."""
 
 
 def resolve_config(config_path: str | Path | None, overrides: list[str] | None = None, resume: bool = False) -> TrainConfig:
@@ -522,7 +524,55 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
                                             **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {}),
                                             "resolved config": "`training_config.yaml`"})
         dump_config(cfg, selector_dir / TRAINING_CONFIG)
-    return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, voted, trainer.global_step)
+    return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, voted, trainer.global_step,
+                       None if ckpt.best_model_score is None else float(ckpt.best_model_score))
+
+
+def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False) -> tuple[TrainResult, list[dict[str, Any]]]:
+    """One run per seed in ``<run_dir>/seed-<s>/``; the best by validation (``optim.monitor``: accuracy,
+    ties to the lower loss with ``optim.tie_break``; equal scores to the earlier seed) is copied to
+    ``<run_dir>/selector/``, and every seed's scores go to ``<run_dir>/seeds.json``.
+
+    A seed whose run folder holds a finished run (``seed.json``) is read back, not retrained, so an
+    interrupted sweep continues; with `resume`, unfinished seeds continue from their last checkpoint.
+    Returns the chosen seed's result and the table written to seeds.json.
+    """
+    import json
+    import shutil
+
+    from trace_selector.atomic import atomic_write
+
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds: need distinct seeds, got {list(seeds)}")
+    dump_config(cfg, cfg.run_dir / "config.yaml")  # what --resume reads back
+    results: list[tuple[int, TrainResult]] = []
+    for seed in seeds:
+        sub = replace(cfg, seed=seed, name=f"{cfg.name or cfg.setting}/seed-{seed}")
+        done = sub.run_dir / "seed.json"
+        if done.is_file():
+            saved = json.loads(done.read_text())
+            results.append((seed, TrainResult(sub.run_dir, sub.run_dir / "checkpoints" / "best.ckpt", None,
+                                              sub.run_dir / "selector", saved["val_acc"], saved["val_majority"],
+                                              saved["global_step"], saved["score"])))
+            continue
+        result = train(sub, resume=resume and (sub.run_dir / "checkpoints" / "last.ckpt").is_file())
+        with atomic_write(done) as fh:
+            json.dump({"seed": seed, "val_acc": result.best_val_acc, "val_majority": result.val_majority_acc,
+                       "score": result.best_score, "global_step": result.global_step}, fh)
+        results.append((seed, result))
+    ranked = [r for r in results if r[1].best_score is not None and r[1].selector_dir is not None]
+    if not ranked:
+        raise InputError(f"{cfg.run_dir}: no seed produced a validated checkpoint")
+    chosen_seed, chosen = max(ranked, key=lambda r: r[1].best_score)  # max keeps the first of equals
+    target = cfg.run_dir / "selector"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(chosen.selector_dir, target)
+    table = [{"seed": s, "val_acc": r.best_val_acc, "val_majority": r.val_majority_acc, "score": r.best_score,
+              "global_step": r.global_step, "chosen": s == chosen_seed} for s, r in results]
+    with atomic_write(cfg.run_dir / "seeds.json") as fh:
+        json.dump({"monitor": cfg.optim.monitor, "seeds": table}, fh, indent=2)
+        fh.write("\n")
+    return replace(chosen, run_dir=cfg.run_dir, selector_dir=target), table
 
 
 def majority_accuracy(graphs: Sequence[Any]) -> float | None:
