@@ -58,7 +58,7 @@ def main() -> None:
     res = evaluate(EvalConfig(pool=args.dev_pool, methods=["majority", "trace"], checkpoint=checkpoints,
                               out=str(out / "results.json"), plot=str(out / "budget.png"),
                               per_question=str(out / "per_question.jsonl"), budget_subsets=args.budget_subsets,
-                              seed=args.seed, threads=args.threads))
+                              seed=args.seed, threads=args.threads, reference="full_k"))
     print(format_table(res))
     curve = res["budget_curve"]
     ks = sorted(curve["majority"], key=int)
