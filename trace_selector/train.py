@@ -48,6 +48,7 @@ ABLATIONS: dict[str, list[str]] = {
     "merge_answers": ["model.merge_answers=true", "data.subsets=false"],
     "no_grounding": ["model.grounding=false"],
     "no_prior": ["model.vote_prior=false"],
+    "no_count": ["model.count_input=false"],
 }
 """The model variants of the ablation tables, as training-config overrides."""
 

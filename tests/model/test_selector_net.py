@@ -109,6 +109,25 @@ def test_grounding_columns_are_read_only_when_enabled():
         assert torch.allclose(model(g), model(g2)) is same
 
 
+def test_without_count_input_the_count_column_is_ignored():
+    assert ModelConfig.from_json({"kind": "webqa"}).count_input  # old checkpoints read log1p(c)
+    assert ModelConfig(count_input=False).method == "trace+shares"
+    assert ModelConfig(count_input=False, grounding=True, vote_prior=True).method == "trace_grounded"
+    g = toy_graph(0, k=3)
+    g2 = g.clone()
+    g2["answer"].vote[:, 0] = g2["answer"].vote[:, 0] * 3.0 + 1.0  # a count range training never saw
+    for count_input, same in [(True, False), (False, True)]:
+        torch.manual_seed(0)
+        model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, grounding=True, vote_prior=True,
+                                        count_input=count_input))
+        with torch.no_grad():
+            model.vote.weight.normal_()
+            model.prior.weight.normal_()
+        model.eval()
+        assert model.vote.in_features == (4 if count_input else 3)
+        assert torch.allclose(model(g), model(g2)) is same
+
+
 def test_reset_parameters_restores_initial_state():
     model = net()
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -83,6 +83,11 @@ class ModelConfig:
     vote" is one weight away instead of having to pass through the GNN and the QFormer; it starts at
     zero. Ours, not the paper's; False: cosine score only (the paper's configuration, and
     checkpoints saved before this field)."""
+    count_input: bool = True
+    """Feed the vote count log1p(c) to the answer nodes (TRACE's input). False: only the shares (c/R and,
+    with `grounding`, g/R and own), which keep their range when a selector trained at K=8 scores K=16
+    pools, where log1p(c) reaches values training never saw. Ours; True is the paper's configuration
+    and what checkpoints saved before this field get."""
     graph_version: int = BROWSING_VERSION
     """Browsing graph layout the selector was trained on (graph/schema.py `BROWSING_VERSION`);
     checkpoints saved before this field read 1, and a browsing selector of another layout is refused
@@ -118,10 +123,12 @@ class ModelConfig:
     def method(self) -> str:
         """The method's name in tables and cards (DESIGN §Model): "trace" is the paper's configuration
         (no grounding features, no vote prior), "trace_grounded" has both of our additions, and one
-        addition alone is "trace+grounding" or "trace+prior". Architecture ablations keep these names;
-        the card lists the switches."""
-        return {(False, False): "trace", (True, True): "trace_grounded",
+        addition alone is "trace+grounding" or "trace+prior", and without the count input the name
+        gains "+shares" (except trace_grounded, which is ours either way). Architecture ablations keep
+        these names; the card lists the switches."""
+        name = {(False, False): "trace", (True, True): "trace_grounded",
                 (True, False): "trace+grounding", (False, True): "trace+prior"}[(self.grounding, self.vote_prior)]
+        return name if self.count_input or name == "trace_grounded" else name + "+shares"
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "config.json") -> ModelConfig:
@@ -187,7 +194,10 @@ class SelectorNet(
         self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
         # Orphan subqueries (browsing) have no text: x = 0, so the encoder gives its bias; this state is added.
         self.orphan = nn.ParameterDict({t: nn.Parameter(torch.empty(h)) for t in self.schema.orphan_types})
-        self.vote = nn.Linear(VOTE_FEATURES if config.grounding else 2, h)
+        # Columns of data["answer"].vote this selector reads (graph/schema.py: log1p(c), c/R, own, g/R).
+        columns = list(range(VOTE_FEATURES if config.grounding else 2))[0 if config.count_input else 1:]
+        self.register_buffer("vote_columns", torch.tensor(columns, dtype=torch.long), persistent=False)
+        self.vote = nn.Linear(len(columns), h)
         self.prior = nn.Linear(self.vote.in_features, 1) if config.vote_prior else None
         self.convs = nn.ModuleList(
             RelationalMeanConv(h, self.schema.edge_types, self.schema.process_types, config.dropout)
@@ -259,7 +269,7 @@ class SelectorNet(
         for t, mask in (orphan_dict or {}).items():
             if t in self.orphan and t in h:
                 h[t] = h[t] + mask.to(h[t].dtype).unsqueeze(-1) * self.orphan[t]
-        vote = vote[:, : self.vote.in_features]
+        vote = vote[:, self.vote_columns]
         answer0 = h[cand_type] + self.vote(vote)
         h[cand_type] = answer0
         if not self.config.cross_trajectory:
