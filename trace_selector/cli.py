@@ -164,11 +164,14 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
         table = format_table(results)
         print(table)
         if a.update_card:
-            from trace_selector.model.hub import update_card
+            from trace_selector.model.hub import below_majority_note, update_card
 
             command = "trace-selector evaluate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["evaluate"] else None
-            for path in cards:  # every compared selector's card gets the same table
-                print(f"model card updated: {update_card(path, table, command)}")
+            pool = Path(cfg.pool).name
+            for row, path in cfg.selectors().items():  # each card: the whole table, in its pool's section
+                if path in cards:
+                    note = below_majority_note(row, results["methods"].get(row, {}))
+                    print(f"model card updated: {update_card(path, table, command, pool, note)}")
         return 0
 
     return run

@@ -136,7 +136,7 @@ def test_publish_without_network_is_one_line_error(saved, capsys):
 
 
 def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
-    from trace_selector.model.hub import EVAL_START, card_with_evaluation
+    from trace_selector.model.hub import EVAL_START, card_with_evaluation, eval_markers
 
     card = "# card\n\ntext\n"
     once = card_with_evaluation(card, "| a | 1 |")
@@ -151,7 +151,9 @@ def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
             "--out", str(tmp_path / "r.json"), "--no-budget", "--update-card"]
     assert main(args) == 0
     text = (ckpt / "README.md").read_text()
+    EVAL_START, _ = eval_markers("webqa_pool.jsonl")  # one section per pool
     assert "| majority | 66.7 |" in text and "| trace |" in text and text.count(EVAL_START) == 1
+    assert "## Evaluation on `webqa_pool.jsonl`" in text
     assert "# `trace` selector: toy" in text  # the rest of the card is kept
     from huggingface_hub import ModelCard
 
@@ -165,3 +167,19 @@ def test_evaluation_section_is_replaced_not_stacked(saved, tmp_path, capsys):
     assert main(["evaluate", "--pool", str(pool), "--methods", "majority", "--out", str(tmp_path / "r2.json"),
                  "--update-card"]) == 1
     assert "--update-card needs --checkpoint" in capsys.readouterr().err
+
+
+def test_each_pool_keeps_its_own_section_and_a_loss_to_majority_is_flagged():
+    from trace_selector.model.hub import below_majority_note, card_with_evaluation, eval_markers
+
+    card = card_with_evaluation("# card\n", "| in |", pool="train-like.jsonl.gz")
+    card = card_with_evaluation(card, "| off |", pool="other-policy.jsonl.gz", note="**careful**")
+    card = card_with_evaluation(card, "| off again |", pool="other-policy.jsonl.gz")
+    assert "| in |" in card and "| off again |" in card and "| off |" not in card and "**careful**" not in card
+    assert all(card.count(eval_markers(p)[0]) == 1 for p in ("train-like.jsonl.gz", "other-policy.jsonl.gz"))
+
+    pair = {"diff": -7.3, "low": -11.0, "high": -3.7, "won": 10, "lost": 21, "n": 150}
+    note = below_majority_note("trace", {"em": 44.0, "vs_majority": pair})
+    assert note is not None and "Below majority vote" in note and "-7.3 [-11.0, -3.7] 10/21" in note
+    assert below_majority_note("trace", {"em": 50.0, "vs_majority": {**pair, "high": 0.5}}) is None  # not significant
+    assert below_majority_note("majority", {"em": 50.0}) is None

@@ -102,21 +102,47 @@ EVAL_START = "<!-- trace-selector:evaluation -->"
 EVAL_END = "<!-- /trace-selector:evaluation -->"
 
 
-def card_with_evaluation(card: str, table: str, command: str | None = None) -> str:
-    """`card` with its evaluation section set to `table` (Markdown from `evaluate.format_table`):
-    replaced in place when the card has one already, else appended, so reruns never stack up."""
-    body = "## Evaluation\n\n" + (f"```bash\n{command}\n```\n\n" if command else "") + table.strip() + "\n"
-    section = f"{EVAL_START}\n{body}{EVAL_END}\n"
-    if EVAL_START in card and EVAL_END in card:
-        head, rest = card.split(EVAL_START, 1)
-        tail = rest.split(EVAL_END, 1)[1].lstrip("\n")
+def eval_markers(pool: str | None = None) -> tuple[str, str]:
+    """Start and end markers of the evaluation section of one pool (or the pool-less legacy one)."""
+    if pool is None:
+        return EVAL_START, EVAL_END
+    return f"<!-- trace-selector:evaluation pool={pool} -->", f"<!-- /trace-selector:evaluation pool={pool} -->"
+
+
+def card_with_evaluation(card: str, table: str, command: str | None = None, pool: str | None = None,
+                         note: str | None = None) -> str:
+    """`card` with its evaluation section of `pool` set to `table` (Markdown from `evaluate.format_table`)
+    and an optional `note` above it: replaced in place when the card has that section already, else
+    appended, so reruns never stack up and each pool (in-distribution, transfer) keeps its own section."""
+    start, end = eval_markers(pool)
+    title = "## Evaluation" + (f" on `{pool}`" if pool else "")
+    body = (title + "\n\n" + (note.strip() + "\n\n" if note else "")
+            + (f"```bash\n{command}\n```\n\n" if command else "") + table.strip() + "\n")
+    section = f"{start}\n{body}{end}\n"
+    if start in card and end in card:
+        head, rest = card.split(start, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
         return head + section + tail
     return card.rstrip("\n") + "\n\n" + section
 
 
-def update_card(checkpoint: str | Path, table: str, command: str | None = None) -> Path:
-    """Write an evaluation table into a local checkpoint's model card (atomically); its metadata then
-    also lists the table's metrics (exact match, F1)."""
+def below_majority_note(row: str, entry: dict[str, Any]) -> str | None:
+    """A warning for a card when selector row `row` (its results.json entry) scores below majority vote
+    with a 95% interval that excludes zero; None otherwise."""
+    pair = entry.get("vs_majority")
+    if not pair or pair["high"] >= 0.0:
+        return None
+    from trace_selector.paired import Paired
+
+    return (f"**Below majority vote on this pool:** `{row}` scores {entry['em']:.1f} EM, "
+            f"{Paired(**pair).to_text()} against majority vote (difference [95% interval] won/lost). "
+            "On rollouts like these, prefer majority vote.")
+
+
+def update_card(checkpoint: str | Path, table: str, command: str | None = None, pool: str | None = None,
+                note: str | None = None) -> Path:
+    """Write an evaluation table (of `pool`, with `note` above it) into a local checkpoint's model card
+    (atomically); its metadata then also lists the table's metrics (exact match, F1)."""
     from trace_selector.atomic import atomic_write
 
     path = Path(checkpoint) / CARD
@@ -126,7 +152,7 @@ def update_card(checkpoint: str | Path, table: str, command: str | None = None) 
         card = ModelCard.load(path)
     except ValueError as err:  # a YAML header that is not a mapping
         raise InputError(f"{path}: unreadable model card ({_one_line(err)})") from err
-    card.text = card_with_evaluation(card.text, table, command)
+    card.text = card_with_evaluation(card.text, table, command, pool, note)
     card.data.metrics = list(dict.fromkeys([*(card.data.metrics or []), "exact_match", "f1"]))
     with atomic_write(path) as fh:
         fh.write(str(card))
