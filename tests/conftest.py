@@ -268,7 +268,8 @@ def toy_graph(seed: int = 0, k: int = 3, dim: int = 8, steps: int = 2, chunks: i
     data["answer"].traj = torch.arange(k)
     counts = torch.randint(1, k + 1, (k,), generator=g).float()
     read = torch.randint(0, 2, (k,), generator=g).float()
-    data["answer"].vote = torch.stack([counts.log1p(), counts / k, read, read * counts / k], 1)
+    echo = (torch.arange(k) % 3 == 2).float()  # not drawn from `g`: the other tensors stay as they were
+    data["answer"].vote = torch.stack([counts.log1p(), counts / k, read, read * counts / k, echo], 1)
     y = torch.zeros(k)
     y[seed % k] = 1.0
     data["answer"].y = y

@@ -49,6 +49,8 @@ ABLATIONS: dict[str, list[str]] = {
     "no_grounding": ["model.grounding=false"],
     "no_prior": ["model.vote_prior=false"],
     "no_count": ["model.count_input=false"],
+    "echo": ["model.echo=true"],
+    "no_echo": ["model.echo=false"],
 }
 """The model variants of the ablation tables, as training-config overrides."""
 

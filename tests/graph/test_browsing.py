@@ -46,7 +46,7 @@ def test_counts_by_hand():
     assert torch.count_nonzero(data["document"].x) == 0 and data["document"].x.shape[1] == 8
     assert data["answer"].y.tolist() == [1.0, 0.0]
     # Alice is on page X, which both trajectories opened; nobody read "Bob".
-    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(1), 0.5, 1.0, 1.0], [math.log1p(1), 0.5, 0.0, 0.0]]))
+    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(1), 0.5, 1.0, 1.0, 0.0], [math.log1p(1), 0.5, 0.0, 0.0, 0.0]]))
 
 
 def test_orphan_subquery_and_temporal_edges():

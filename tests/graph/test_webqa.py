@@ -81,7 +81,7 @@ def test_vote_features_count_retained_only():
     data = build_graph(group(), HashEncoder(8))
     # "Paris" and "the Paris!" agree; the dropped trajectory 4 also says Paris but does not count.
     # Each answer also occurs in its own trajectory's passages: Paris in T0's and T1's, Lyon in T2's.
-    expected = [[math.log1p(2), 2 / 3, 1, 2 / 3], [math.log1p(2), 2 / 3, 1, 2 / 3], [math.log1p(1), 1 / 3, 1, 1 / 3]]
+    expected = [[math.log1p(2), 2 / 3, 1, 2 / 3, 0], [math.log1p(2), 2 / 3, 1, 2 / 3, 0], [math.log1p(1), 1 / 3, 1, 1 / 3, 0]]
     assert torch.allclose(data["answer"].vote, torch.tensor(expected))
 
 
@@ -136,7 +136,7 @@ def test_merge_answers():
     assert data["answer"].traj.tolist() == [0, 1]
     assert data["answer"].sample_id.tolist() == [0, 2]
     assert data.answers == ["Paris", "Lyon"]
-    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(2), 2 / 3, 1, 2 / 3], [math.log1p(1), 1 / 3, 1, 1 / 3]]))
+    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(2), 2 / 3, 1, 2 / 3, 0], [math.log1p(1), 1 / 3, 1, 1 / 3, 0]]))
     # nodes carry their candidate index: T1's nodes now read out into candidate 0
     assert data["subquery"].traj.tolist() == [0, 0, 0, 1]
     assert data["chunk"].traj.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
@@ -231,5 +231,13 @@ def test_grounding_features_whole_words_own_and_shared():
         traj(3, "Europe.", [Step("search", "country", documents=docs(B))]),      # punctuation normalised away
     ]
     data = build_graph(QuestionGroup("q1", trajs[0].question, ["Paris"], trajs), HashEncoder(8))
-    own_and_share = data["answer"].vote[:, 2:].tolist()
+    own_and_share = data["answer"].vote[:, 2:4].tolist()
     assert own_and_share == [[1.0, 0.25], [0.0, 0.25], [0.0, 0.0], [1.0, 0.25]]
+
+
+def test_echo_marks_answers_that_only_repeat_the_question():
+    trajs = [traj(0, "Paris", [Step("search", "capital", documents=docs(A))]),
+             traj(1, "the Capital of France!", [Step("search", "capital", documents=docs(A))]),  # words of the question
+             traj(2, "French capital", [Step("search", "capital", documents=docs(A))])]         # "french" is not
+    data = build_graph(QuestionGroup("q1", trajs[0].question, ["Paris"], trajs), HashEncoder(8))
+    assert data["answer"].vote[:, 4].tolist() == [0.0, 1.0, 0.0]

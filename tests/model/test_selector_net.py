@@ -128,6 +128,21 @@ def test_without_count_input_the_count_column_is_ignored():
         assert torch.allclose(model(g), model(g2)) is same
 
 
+def test_echo_column_is_read_only_when_enabled():
+    assert not ModelConfig.from_json({"kind": "webqa"}).echo and ModelConfig(echo=True).method == "trace+echo"
+    g = toy_graph(0, k=3)
+    g2 = g.clone()
+    g2["answer"].vote[:, 4] = 1.0 - g2["answer"].vote[:, 4]
+    for echo, same in [(False, True), (True, False)]:
+        torch.manual_seed(0)
+        model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, grounding=True, echo=echo))
+        with torch.no_grad():
+            model.vote.weight.normal_()
+        model.eval()
+        assert model.vote.in_features == (5 if echo else 4)
+        assert torch.allclose(model(g), model(g2)) is same
+
+
 def test_reset_parameters_restores_initial_state():
     model = net()
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -291,4 +306,4 @@ def test_vote_prior_adds_a_linear_vote_term():
     with torch.no_grad():
         with_prior.prior.weight.fill_(1.0)
         with_prior.prior.bias.fill_(0.5)
-    assert torch.allclose(with_prior(g) - without(g), g["answer"].vote.sum(1) + 0.5, atol=1e-5)
+    assert torch.allclose(with_prior(g) - without(g), g["answer"].vote[:, :4].sum(1) + 0.5, atol=1e-5)

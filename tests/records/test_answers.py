@@ -132,3 +132,12 @@ def test_normalize_matches_per_character_reference():
                                       *range(0x3000, 0x3040), 0x1F600, 0xFF01, 0xFF21])
     for text in [sample, sample[::-1], "The “Rock ’n’ roll” — hall of fame, 1,000 €"]:
         assert normalize_answer(text) == reference(text)
+
+
+def test_restates_question_needs_every_answer_word_in_the_question():
+    from trace_selector.records.answers import restates_question
+
+    q = "Which branch of continuum mechanics studies mechanical waves?"
+    assert restates_question("Continuum Mechanics", q) and restates_question("the mechanical waves!", q)
+    assert not restates_question("Acoustics", q) and not restates_question("continuum acoustics", q)
+    assert not restates_question("", q) and not restates_question("the", q)  # nothing left after normalising

@@ -25,9 +25,10 @@ from trace_selector.graph.encoder import Encoder
 from trace_selector.graph.plan import DropReport, GraphOptions
 from trace_selector.records import Pool
 
-GRAPH_FORMAT = 4
+GRAPH_FORMAT = 5
 """Bumped whenever the builders change what a graph contains (old cache files are then ignored); 3:
-TRACE long-horizon browsing graphs; 4: the answer-mentioned_by-answer bookkeeping relation (subsets)."""
+TRACE long-horizon browsing graphs; 4: the answer-mentioned_by-answer bookkeeping relation (subsets);
+5: the echo vote column."""
 
 
 def pool_fingerprint(pool: Pool) -> str:

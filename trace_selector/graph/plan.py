@@ -24,7 +24,7 @@ import torch
 from trace_selector.errors import InputError
 from trace_selector.graph.schema import VOTE_FEATURES, GraphSchema
 from trace_selector.records import Document, QuestionGroup, Trajectory
-from trace_selector.records.answers import is_correct, normalize_answer
+from trace_selector.records.answers import is_correct, normalize_answer, restates_question
 from trace_selector.records.evidence import evidence_words, mentions, passage_text
 from trace_selector.types import EdgeType, NodeType
 
@@ -140,7 +140,7 @@ class GraphPlan:
         self.texts: dict[NodeType, list[str | None]] = {t: [] for t in schema.node_types}
         self.traj: dict[NodeType, list[int]] = {t: [] for t in schema.node_types}
         self.edges: dict[EdgeType, tuple[list[int], list[int]]] = {e: ([], []) for e in schema.edge_types}
-        self.vote: list[tuple[float, float, float, float]] = []
+        self.vote: list[tuple[float, float, float, float, float]] = []
         self.y: list[float] = []
         self.sample_id: list[int] = []
         self.answers: list[str] = []
@@ -204,9 +204,10 @@ def label(traj: Trajectory, golden_answers: list[str]) -> float:
 def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory], merge: bool) -> None:
     """Answer nodes for the kept trajectories, with vote features and labels.
 
-    Vote features per candidate: log1p(c), c/R, own, g/R. c counts kept trajectories with the same
-    normalised answer and R = len(kept); own is 1 if the answer occurs as whole words in the
-    evidence its trajectory read, g counts kept trajectories whose evidence contains it. With
+    Vote features per candidate: log1p(c), c/R, own, g/R, echo. c counts kept trajectories with the
+    same normalised answer and R = len(kept); own is 1 if the answer occurs as whole words in the
+    evidence its trajectory read, g counts kept trajectories whose evidence contains it, echo is 1 if
+    the answer only repeats words of the question (`answers.restates_question`). With
     `merge`, one node per distinct normalised answer (first-seen order; the first trajectory's
     sample id, raw answer and label; own if any of its trajectories read it), and every node's
     `traj` is relabelled to its candidate index.
@@ -220,6 +221,7 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
     read = [k in readers[a] for k, a in enumerate(norm)]
     grounded_any = {a for a, r in zip(norm, read) if r}
     read_by = {a: len(r) for a, r in readers.items()}  # like counts: once per answer
+    echo = {a: float(restates_question(a, group.question)) for a in counts}
     slot: dict[str, int] = {}
     mapping: list[int] = []
     for k, (traj, a) in enumerate(zip(kept, norm)):
@@ -231,7 +233,7 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
         mapping.append(idx)
         c = counts[a]
         own = float(a in grounded_any) if merge else float(read[k])
-        plan.vote.append((math.log1p(c), c / total, own, read_by[a] / total))
+        plan.vote.append((math.log1p(c), c / total, own, read_by[a] / total, echo[a]))
         plan.y.append(label(traj, group.golden_answers))
         plan.sample_id.append(traj.sample_id)
         plan.answers.append(traj.answer)

@@ -13,10 +13,11 @@ Per-graph tensors (``HeteroData``), for both kinds:
                                 nodes); answer node k has traj k. Under the merge_answers ablation
                                 traj is the candidate index instead, and under merge_evidence a
                                 node shared by several trajectories has -1
-  data["answer"].vote [A, 4]    log1p(c), c/R, own, g/R: c = trajectories with the same normalised
+  data["answer"].vote [A, 5]    log1p(c), c/R, own, g/R, echo: c = trajectories with the same normalised
                                 answer, R = retained trajectories of the question, own = 1 if the
                                 answer occurs (whole words, normalised) in what its trajectory read,
-                                g = trajectories whose evidence contains it (graph/plan.py)
+                                g = trajectories whose evidence contains it, echo = 1 if the answer
+                                only repeats words of the question (graph/plan.py)
   data["answer"].y    [A]       float 0/1 correctness (NaN if unknown)
   data["answer"].sample_id [A]  long, the trajectory's sample_id in the pool
   data.question_id    str       and data.answers: list[str] (raw answer per candidate, in order)
@@ -28,9 +29,9 @@ from dataclasses import dataclass
 
 from trace_selector.types import EdgeType, NodeType
 
-VOTE_FEATURES = 4
+VOTE_FEATURES = 5
 """Columns of ``data["answer"].vote``; the first two are the plain vote (checkpoints without
-grounding read only those)."""
+grounding read only those; `ModelConfig` says which columns a selector reads)."""
 
 MAX_RANK = 5
 """Rank relations rank_1..rank_5; retrieved items below rank 5 share the rank_5 relation."""

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trace_selector.errors import InputError
-from trace_selector.graph.schema import BROWSING_VERSION, SCHEMAS, VOTE_FEATURES, GraphSchema
+from trace_selector.graph.schema import BROWSING_VERSION, SCHEMAS, GraphSchema
 from trace_selector.model.hub import StrictHubMixin
 from trace_selector.model.layers import RelationalMeanConv, TypeEncoder, scatter_mean
 from trace_selector.model.qformer import AnswerQFormer
@@ -88,6 +88,11 @@ class ModelConfig:
     with `grounding`, g/R and own), which keep their range when a selector trained at K=8 scores K=16
     pools, where log1p(c) reaches values training never saw. Ours; True is the paper's configuration
     and what checkpoints saved before this field get."""
+    echo: bool = False
+    """Answer nodes also see whether their answer only repeats words of the question (vote column 5,
+    `answers.restates_question`): on the train pool such answers were 10% of all answers, and dropping
+    them before the vote lifted majority from 81.0 to 82.5. Ours; False is the paper's configuration and
+    what checkpoints saved before this field get."""
     graph_version: int = BROWSING_VERSION
     """Browsing graph layout the selector was trained on (graph/schema.py `BROWSING_VERSION`);
     checkpoints saved before this field read 1, and a browsing selector of another layout is refused
@@ -123,12 +128,14 @@ class ModelConfig:
     def method(self) -> str:
         """The method's name in tables and cards (DESIGN §Model): "trace" is the paper's configuration
         (no grounding features, no vote prior), "trace_grounded" has both of our additions, and one
-        addition alone is "trace+grounding" or "trace+prior", and without the count input the name
-        gains "+shares" (except trace_grounded, which is ours either way). Architecture ablations keep
-        these names; the card lists the switches."""
+        addition alone is "trace+grounding" or "trace+prior"; the echo input adds "+echo" and dropping
+        the count input "+shares" (except to trace_grounded, which is ours either way). Architecture
+        ablations keep these names; the card lists the switches."""
         name = {(False, False): "trace", (True, True): "trace_grounded",
                 (True, False): "trace+grounding", (False, True): "trace+prior"}[(self.grounding, self.vote_prior)]
-        return name if self.count_input or name == "trace_grounded" else name + "+shares"
+        if name != "trace_grounded":
+            name += "+echo" * self.echo + "+shares" * (not self.count_input)
+        return name
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "config.json") -> ModelConfig:
@@ -195,7 +202,7 @@ class SelectorNet(
         # Orphan subqueries (browsing) have no text: x = 0, so the encoder gives its bias; this state is added.
         self.orphan = nn.ParameterDict({t: nn.Parameter(torch.empty(h)) for t in self.schema.orphan_types})
         # Columns of data["answer"].vote this selector reads (graph/schema.py: log1p(c), c/R, own, g/R).
-        columns = list(range(VOTE_FEATURES if config.grounding else 2))[0 if config.count_input else 1:]
+        columns = [0] * config.count_input + [1] + [2, 3] * config.grounding + [4] * config.echo
         self.register_buffer("vote_columns", torch.tensor(columns, dtype=torch.long), persistent=False)
         self.vote = nn.Linear(len(columns), h)
         self.prior = nn.Linear(self.vote.in_features, 1) if config.vote_prior else None
@@ -261,7 +268,7 @@ class SelectorNet(
 
         Shapes:
             x_dict[t] [N_t, D], edge_index_dict[r] [2, E_r], traj_dict[t] / batch_dict[t] [N_t] (long),
-            vote [A, 4] (graph/schema.py; only the first 2 columns without grounding), orphan_dict[t] [N_t]
+            vote [A, 5] (graph/schema.py; the config picks the columns read), orphan_dict[t] [N_t]
             (bool, schema.orphan_types) -> [A].
         """
         cand_type = self.schema.candidate_type

@@ -64,6 +64,13 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
+def restates_question(answer: str, question: str) -> bool:
+    """True if every word of the normalised, non-empty answer occurs in the normalised question: an answer
+    that only repeats the question ("Continuum mechanics" for "Which branch of continuum mechanics ...")."""
+    words = set(normalize_answer(answer).split())
+    return bool(words) and words <= set(normalize_answer(question).split())
+
+
 def _golds(golden_answers: str | Sequence[str]) -> list[str]:
     return [golden_answers] if isinstance(golden_answers, str) else list(golden_answers)
 
