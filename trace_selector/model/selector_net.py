@@ -91,7 +91,7 @@ class ModelConfig:
     for keeping it), so every recipe keeps it. True is the paper's configuration and what checkpoints
     saved before this field get."""
     echo: bool = False
-    """Answer nodes also see whether their answer only repeats words of the question (vote column 5,
+    """Answer nodes also see whether their answer only repeats words of the question (fifth vote column,
     `answers.restates_question`): 10% of the train pool's answers, and dropping them before the vote
     lifted majority from 81.0 to 82.5 there. With it `trace_grounded` gained +3.0 [+0.0, +6.0] EM on the
     dev pool (training/README.md). Ours; False is the paper's configuration and what checkpoints saved
@@ -204,7 +204,7 @@ class SelectorNet(
         self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
         # Orphan subqueries (browsing) have no text: x = 0, so the encoder gives its bias; this state is added.
         self.orphan = nn.ParameterDict({t: nn.Parameter(torch.empty(h)) for t in self.schema.orphan_types})
-        # Columns of data["answer"].vote this selector reads (graph/schema.py: log1p(c), c/R, own, g/R).
+        # Columns of data["answer"].vote this selector reads (graph/schema.py: log1p(c), c/R, own, g/R, echo).
         columns = [0] * config.count_input + [1] + [2, 3] * config.grounding + [4] * config.echo
         self.register_buffer("vote_columns", torch.tensor(columns, dtype=torch.long), persistent=False)
         self.vote = nn.Linear(len(columns), h)
