@@ -548,30 +548,29 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False) ->
     if not seeds or len(set(seeds)) != len(seeds):
         raise InputError(f"--seeds: need distinct seeds, got {list(seeds)}")
     dump_config(cfg, cfg.run_dir / "config.yaml")  # what --resume reads back
-    results: list[tuple[int, TrainResult]] = []
+    results: list[tuple[dict[str, Any], TrainResult]] = []  # (its seeds.json row, the run) per seed
     for seed in seeds:
         sub = replace(cfg, seed=seed, name=f"{cfg.name or cfg.setting}/seed-{seed}")
         done = sub.run_dir / "seed.json"
         if done.is_file():
-            saved = json.loads(done.read_text())
-            results.append((seed, TrainResult(sub.run_dir, sub.run_dir / "checkpoints" / "best.ckpt", None,
-                                              sub.run_dir / "selector", saved["val_acc"], saved["val_majority"],
-                                              saved["global_step"], saved["score"])))
-            continue
-        result = train(sub, resume=resume and (sub.run_dir / "checkpoints" / "last.ckpt").is_file())
-        with atomic_write(done) as fh:
-            json.dump({"seed": seed, "val_acc": result.best_val_acc, "val_majority": result.val_majority_acc,
-                       "score": result.best_score, "global_step": result.global_step}, fh)
-        results.append((seed, result))
+            row = json.loads(done.read_text())
+            result = TrainResult(sub.run_dir, sub.run_dir / "checkpoints" / "best.ckpt", None, sub.run_dir / "selector",
+                                 row["val_acc"], row["val_majority"], row["global_step"], row["score"])
+        else:
+            result = train(sub, resume=resume and (sub.run_dir / "checkpoints" / "last.ckpt").is_file())
+            row = {"seed": seed, "val_acc": result.best_val_acc, "val_majority": result.val_majority_acc,
+                   "score": result.best_score, "global_step": result.global_step}
+            with atomic_write(done) as fh:
+                json.dump(row, fh)
+        results.append((row, result))
     ranked = [r for r in results if r[1].best_score is not None and r[1].selector_dir is not None]
     if not ranked:
         raise InputError(f"{cfg.run_dir}: no seed produced a validated checkpoint")
-    chosen_seed, chosen = max(ranked, key=lambda r: r[1].best_score)  # max keeps the first of equals
+    chosen_row, chosen = max(ranked, key=lambda r: r[1].best_score)  # max keeps the first of equals
     target = cfg.run_dir / "selector"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(chosen.selector_dir, target)
-    table = [{"seed": s, "val_acc": r.best_val_acc, "val_majority": r.val_majority_acc, "score": r.best_score,
-              "global_step": r.global_step, "chosen": s == chosen_seed} for s, r in results]
+    table = [{**row, "chosen": row is chosen_row} for row, _ in results]
     with atomic_write(cfg.run_dir / "seeds.json") as fh:
         json.dump({"monitor": cfg.optim.monitor, "seeds": table}, fh, indent=2)
         fh.write("\n")
