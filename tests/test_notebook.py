@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
-POOL = ROOT / "data" / "pools" / "wikileads-0.5b-dev.jsonl.gz"
+POOL = ROOT / "data" / "pools" / "wikileads-dev.jsonl.gz"
 CHECKPOINT = ROOT / "checkpoints" / "wikileads"
 OUTCOMES = {"both_right", "only_trace_right", "only_majority_right", "both_wrong"}
 
@@ -66,7 +66,7 @@ def test_notebook_runs_on_the_shipped_pool(tmp_path, monkeypatch):
     checkpoint = Path(os.environ.get("TRACE_NB_CHECKPOINT") or CHECKPOINT)
     missing = [str(p) for p in (pool, checkpoint) if not (p if p.is_absolute() else ROOT / p).exists()]
     if missing:
-        pytest.fail(f"missing {' and '.join(missing)}: the notebook test needs the shipped test pool and selector "
+        pytest.fail(f"missing {' and '.join(missing)}: the notebook test needs the shipped dev pool and selector "
                     "(data/pools/README.md, training/wikileads.yaml), or TRACE_NB_POOL / TRACE_NB_CHECKPOINT")
     kernelspec(tmp_path / "jupyter")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))

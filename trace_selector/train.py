@@ -89,6 +89,11 @@ class DataConfig:
     min_val_questions: int = 0
     """Refuse to train with fewer validation questions than this (56 could not separate two seeds:
     both at 21.7%); 0: no check (runs before this field)."""
+    val_budgets: list[int] = field(default_factory=list)
+    """Also validate on each question's first k trajectories, for every k listed that is smaller than
+    the question's count: `val/acc` (and the checkpoint and seed it chooses) then averages over the
+    full-K view and these views, so a selector is chosen for the budgets it will serve, not for the
+    validation pool's K alone. Empty: the full K only (runs before this field)."""
 
     def __post_init__(self) -> None:
         if self.source not in ("pool", "synthetic"):
@@ -101,6 +106,8 @@ class DataConfig:
             raise ValueError(f"need 1 <= data.subset_min <= data.subset_max, got {self.subset_min}, {self.subset_max}")
         if self.min_val_questions < 0:
             raise ValueError(f"data.min_val_questions must be >= 0, got {self.min_val_questions}")
+        if any(k < 2 for k in self.val_budgets) or len(set(self.val_budgets)) != len(self.val_budgets):
+            raise ValueError(f"data.val_budgets must be distinct sizes >= 2, got {self.val_budgets}")
 
 
 @dataclass
@@ -205,6 +212,8 @@ class TrainConfig:
             # Merged nodes belong to several trajectories at once; a subset of them is not a graph
             # the builders would make, so the ablations train on full pools only.
             raise ValueError("data.subsets needs per-trajectory graphs: turn off model.merge_answers and model.merge_evidence")
+        if self.data.val_budgets and (self.model.merge_answers or self.model.merge_evidence):
+            raise ValueError("data.val_budgets needs per-trajectory graphs: turn off model.merge_answers and model.merge_evidence")
 
     @property
     def run_dir(self) -> Path:
@@ -251,21 +260,27 @@ class PoolDataModule(L.LightningDataModule):
         self.encoder = encoder
         self.train_graphs: list | None = None
         self.val_graphs: list | None = None
+        self.val_questions = 0
         self.pos_weight = 1.0
         if graphs is not None:
             self._set(*graphs)
 
     def _set(self, train: list, val: list) -> None:
+        from trace_selector.graph.subset import subset_graph
+
         self.train_graphs = [g for g in train if is_mixed(g)]
-        self.val_graphs = list(val)
         if not self.train_graphs:
             raise InputError("no training question mixes correct and incorrect answers: nothing to learn from")
-        if not self.val_graphs:
+        if not val:
             raise InputError("no validation questions: set data.val_pool or a larger data.val_fraction")
         need = self.config.data.min_val_questions
-        if len(self.val_graphs) < need:
-            raise InputError(f"{len(self.val_graphs)} validation questions, fewer than data.min_val_questions={need}: "
+        if len(val) < need:
+            raise InputError(f"{len(val)} validation questions, fewer than data.min_val_questions={need}: "
                              "set data.val_pool or a larger data.val_fraction")
+        self.val_questions = len(val)
+        # Smaller budgets as extra views of the same questions (first k trajectories, as `evaluate --k`).
+        self.val_graphs = list(val) + [subset_graph(g, range(k)) for k in self.config.data.val_budgets
+                                       for g in val if k < g["answer"].num_nodes]
         y = torch.cat([g["answer"].y for g in self.train_graphs])
         y = y[~torch.isnan(y)]
         pos = int((y > 0.5).sum())
@@ -520,15 +535,26 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         net.load_state_dict({k[len("net."):]: v for k, v in state.items() if k.startswith("net.")})
         metrics = {"val_selection_accuracy": score if score is not None else math.nan,
                    "val_majority_accuracy": voted if voted is not None else math.nan,
-                   "train_questions": len(dm.train_graphs), "val_questions": len(dm.val_graphs),
+                   "train_questions": len(dm.train_graphs), "val_questions": dm.val_questions,
+                   **({"val_views": len(dm.val_graphs)} if cfg.data.val_budgets else {}),
                    "global_step": trainer.global_step}
         selector_dir = save_selector(net, run_dir / "selector", setting=cfg.setting, metrics=metrics,
                                      extra={"seed": cfg.seed, "trained with": "trace-selector train",
                                             **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {}),
+                                            "validation": validation_text(cfg, dm),
                                             "resolved config": "`training_config.yaml`"})
         dump_config(cfg, selector_dir / TRAINING_CONFIG)
     return TrainResult(run_dir, best, last if last.is_file() else None, selector_dir, score, voted, trainer.global_step,
                        None if ckpt.best_model_score is None else float(ckpt.best_model_score))
+
+
+def validation_text(cfg: TrainConfig, dm: PoolDataModule) -> str:
+    """The model card's account of where the checkpoint was chosen."""
+    d = cfg.data
+    where = f"`{d.val_pool}`" if d.val_pool else f"a {d.val_fraction:g} hash split of the training questions"
+    views = f" at full K and first {', '.join(map(str, d.val_budgets))}" if d.val_budgets else ""
+    return (f"{where}, {dm.val_questions} questions{views}; the checkpoint was chosen on them, so scores "
+            "there are not held-out")
 
 
 def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False) -> tuple[TrainResult, list[dict[str, Any]]]:
@@ -571,9 +597,16 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False) ->
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(chosen.selector_dir, target)
     table = [{**row, "chosen": row is chosen_row} for row, _ in results]
-    with atomic_write(cfg.run_dir / "seeds.json") as fh:
-        json.dump({"monitor": cfg.optim.monitor, "seeds": table}, fh, indent=2)
-        fh.write("\n")
+    for folder in (cfg.run_dir, target):  # the selector carries the table its card points to
+        with atomic_write(folder / "seeds.json") as fh:
+            json.dump({"monitor": cfg.optim.monitor, "seeds": table}, fh, indent=2)
+            fh.write("\n")
+    if (target / "README.md").is_file():
+        from trace_selector.model.hub import relocate_card
+
+        others = ", ".join(str(row["seed"]) for row, _ in results)
+        relocate_card(target, chosen.selector_dir, {"seed": f"{chosen_row['seed']} (the best on validation of "
+                                                            f"seeds {others}; every seed's scores in `seeds.json`)"})
     return replace(chosen, run_dir=cfg.run_dir, selector_dir=target), table
 
 

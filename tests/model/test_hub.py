@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -68,18 +69,21 @@ def test_model_card_method_line_and_no_metrics():
     assert "embeddings from the `torch-bf16` runtime" in render_card(ModelConfig(encoder_runtime="torch-bf16"), "toy")
 
 
-@pytest.mark.parametrize("name", ["wikileads", "wikileads-browsing"])
+@pytest.mark.parametrize("name", ["wikileads", "wikileads-grounded", "wikileads-0.5b-grounded", "wikileads-browsing"])
 def test_shipped_cards_load_with_metadata(name):
     from huggingface_hub import ModelCard
 
-    from trace_selector.model.hub import EVAL_START, LICENSE
+    from trace_selector.model.hub import LICENSE
 
     folder = DATA.parents[1] / "checkpoints" / name
     card = ModelCard.load(folder / "README.md")
     net = SelectorNet.load_checkpoint(folder)
     assert card.data.library_name == "trace-selector" and card.data.license == LICENSE
     assert net.config.method in card.data.tags and f"# `{net.config.method}` selector" in card.text
-    assert card.text.count(EVAL_START) == 1
+    # at least one evaluation section, each pool's once (older cards: one section without a pool)
+    starts = re.findall(r"<!-- trace-selector:evaluation( pool=\S+)? -->", card.text)
+    assert starts and len(set(starts)) == len(starts)
+    assert len(re.findall(r"<!-- /trace-selector:evaluation( pool=\S+)? -->", card.text)) == len(starts)
 
 
 def test_missing_config_keys_take_defaults(saved):
@@ -181,5 +185,18 @@ def test_each_pool_keeps_its_own_section_and_a_loss_to_majority_is_flagged():
     pair = {"diff": -7.3, "low": -11.0, "high": -3.7, "won": 10, "lost": 21, "n": 150}
     note = below_majority_note("trace", {"em": 44.0, "vs_majority": pair})
     assert note is not None and "Below majority vote" in note and "-7.3 [-11.0, -3.7] 10/21" in note
-    assert below_majority_note("trace", {"em": 50.0, "vs_majority": {**pair, "high": 0.5}}) is None  # not significant
+    weak = below_majority_note("trace", {"em": 50.0, "vs_majority": {**pair, "high": 0.5}})  # not significant
+    assert weak is not None and "No gain over majority vote" in weak and "not significant" in weak
+    assert below_majority_note("trace", {"em": 50.0, "vs_majority": {**pair, "diff": 0.0, "high": 3.0}}) is None
     assert below_majority_note("majority", {"em": 50.0}) is None
+
+
+def test_card_method_line_lists_exactly_the_additions_in_use():
+    from trace_selector.model.hub import method_line
+
+    assert "the paper's configuration" in method_line(ModelConfig())
+    assert method_line(ModelConfig(grounding=True, vote_prior=True, echo=True)) == (
+        "`trace_grounded`: TRACE with grounding features, a vote prior and the echo input, ours "
+        "(not the paper's configuration)")
+    assert method_line(ModelConfig(vote_prior=True)).startswith("`trace+prior`: TRACE with a vote prior, ours")
+    assert "with the count input dropped" in method_line(ModelConfig(count_input=False))

@@ -18,6 +18,7 @@ defaults, which reproduce the old behaviour.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,11 +41,20 @@ LICENSE = "apache-2.0"
 TAGS = ("trace-selector", "graph-neural-network", "answer-selection")
 """Hub tags of every selector card; the method name (`ModelConfig.method`) is added to them."""
 
-METHOD_LINES = {
-    "trace": "`trace`: the paper's configuration (answer inputs: embedding + log1p(c), c/R; no grounding features, no vote prior)",
-    "trace_grounded": "`trace_grounded`: TRACE plus two additions of ours, grounding features and a vote prior (not the paper's configuration)",
-}
-"""How a model card names each method (`ModelConfig.method`); others get a generic line."""
+PAPER_LINE = ("`trace`: the paper's configuration (answer inputs: embedding + log1p(c), c/R; no grounding features, "
+              "no vote prior)")
+"""How a model card names the paper's method; ours get `method_line`'s list of additions."""
+
+
+def method_line(config: Any) -> str:
+    """The card's one-line account of a method: the paper's configuration, or TRACE plus which of our
+    additions (so a card never claims fewer or more of them than the weights use)."""
+    if config.method == "trace":
+        return PAPER_LINE
+    ours = [name for name, on in (("grounding features", config.grounding), ("a vote prior", config.vote_prior),
+                                  ("the echo input", config.echo), ("the count input dropped", not config.count_input)) if on]
+    listed = ", ".join(ours[:-1]) + f" and {ours[-1]}" if len(ours) > 1 else "".join(ours)
+    return f"`{config.method}`: TRACE with {listed}, ours (not the paper's configuration)"
 
 
 def card_data(config: Any, metrics: dict[str, float] | None = None) -> ModelCardData:
@@ -61,7 +71,7 @@ def render_card(config: Any, setting: str | None = None, metrics: dict[str, floa
         card_data(config, metrics),
         template_path=str(CARD_TEMPLATE),
         method=method,
-        method_line=METHOD_LINES.get(method, f"`{method}`: TRACE with one of our additions (not the paper's configuration)"),
+        method_line=method_line(config),
         setting=setting or "unknown",
         config=config,
         extra=dict(extra or {}),
@@ -102,6 +112,22 @@ EVAL_START = "<!-- trace-selector:evaluation -->"
 EVAL_END = "<!-- /trace-selector:evaluation -->"
 
 
+def relocate_card(folder: str | Path, old: str | Path, rows: dict[str, str] | None = None) -> Path:
+    """After a saved selector was copied from `old` to `folder`: point its card's usage lines at
+    `folder`, and replace the value of each ``| key | value |`` row named in `rows`. Returns the card."""
+    from trace_selector.atomic import atomic_write
+
+    card = Path(folder) / CARD
+    text = card.read_text()
+    for form in ('"{}"', "--checkpoint {} "):
+        text = text.replace(form.format(old), form.format(folder))
+    for key, value in (rows or {}).items():
+        text = re.sub(rf"^\| {re.escape(key)} \| .* \|$", lambda _: f"| {key} | {value} |", text, count=1, flags=re.M)
+    with atomic_write(card) as fh:
+        fh.write(text)
+    return card
+
+
 def eval_markers(pool: str | None = None) -> tuple[str, str]:
     """Start and end markers of the evaluation section of one pool (or the pool-less legacy one)."""
     if pool is None:
@@ -127,16 +153,20 @@ def card_with_evaluation(card: str, table: str, command: str | None = None, pool
 
 
 def below_majority_note(row: str, entry: dict[str, Any]) -> str | None:
-    """A warning for a card when selector row `row` (its results.json entry) scores below majority vote
-    with a 95% interval that excludes zero; None otherwise."""
+    """A warning for a card when selector row `row` (its results.json entry) scores below majority vote:
+    a loss when the 95% interval excludes zero, no measurable gain when it does not; None when the
+    selector scores at least as well as majority vote."""
     pair = entry.get("vs_majority")
-    if not pair or pair["high"] >= 0.0:
+    if not pair or pair["diff"] >= 0.0:
         return None
     from trace_selector.paired import Paired
 
-    return (f"**Below majority vote on this pool:** `{row}` scores {entry['em']:.1f} EM, "
-            f"{Paired(**pair).to_text()} against majority vote (difference [95% interval] won/lost). "
-            "On rollouts like these, prefer majority vote.")
+    vs = f"{Paired(**pair).to_text()} against majority vote (difference [95% interval] won/lost)"
+    if pair["high"] < 0.0:
+        return (f"**Below majority vote on this pool:** `{row}` scores {entry['em']:.1f} EM, {vs}. "
+                "On rollouts like these, prefer majority vote.")
+    return (f"**No gain over majority vote on this pool:** `{row}` scores {entry['em']:.1f} EM, {vs}; "
+            "the interval includes zero, so the loss is not significant, but nothing here favours the selector.")
 
 
 def update_card(checkpoint: str | Path, table: str, command: str | None = None, pool: str | None = None,

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Trains, chooses and evaluates the two shipped wikileads selectors. Every step is resumable (finished
+# seeds, ablation runs and the encoder cache are reused), so a rerun after a kill continues.
+#
+#   training/ship_wikileads.sh dev       # train both (3 seeds each, best on the dev pool), copy them to
+#                                        # checkpoints/, evaluate dev and transfer pools, ablations on dev
+#   training/ship_wikileads.sh sealed    # the single evaluation of the sealed test pool (final numbers)
+#
+# `dev` never reads the sealed pool. `sealed` refuses to run twice (runs/ship/sealed/ holds its
+# results); delete that folder only if the first run did not finish. Environment: PYTHON (default
+# .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship), NICE (default 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-.venv/bin/python}
+TS=("$PY" -m trace_selector.cli)
+SEEDS=${SEEDS:-0,1,2}
+RUNS=${RUNS:-runs/ship}
+NICE=${NICE:-5}
+TRAIN=data/pools/wikileads-train.jsonl.gz
+DEV=data/pools/wikileads-dev.jsonl.gz
+SEALED=data/pools/wikileads-test-sealed.jsonl.gz
+# Pools from the other packaged policy and the other strategy: transfer, never trained on.
+TRANSFER=(data/pools/wikileads-0.5b-dev.jsonl.gz data/pools/wikileads-dev-divinit.jsonl.gz)
+METHODS=single,majority,weighted_token,grounded_vote,fewest_tools,most_tools,trace,oracle
+CKPTS=(--checkpoint trace=checkpoints/wikileads --checkpoint trace_grounded=checkpoints/wikileads-grounded)
+
+say() { printf '\n== %s\n' "$*"; }
+
+train_and_ship() {  # recipe, run name, checkpoint folder
+  local recipe=$1 name=$2 dest=$3
+  say "train $recipe (seeds $SEEDS) -> $dest"
+  nice -n "$NICE" "${TS[@]}" train --config "$recipe" --seeds "$SEEDS" out_dir="$RUNS" name="$name" \
+    data.train_pool=$TRAIN data.val_pool=$DEV trainer.threads=1 trainer.progress_bar=false
+  # Replace the folder whole, so no file of an older checkpoint survives next to the new weights.
+  rm -rf "$dest.new" && cp -r "$RUNS/$name/selector" "$dest.new" && rm -rf "$dest" && mv "$dest.new" "$dest"
+  "$PY" -c 'import sys; from trace_selector.model.hub import relocate_card as r
+r(sys.argv[1], sys.argv[2], {"trained with": f"`training/ship_wikileads.sh dev`: `trace-selector train --config {sys.argv[3]} --seeds {sys.argv[4]}`"})' \
+    "$dest" "$RUNS/$name/selector" "$recipe" "$SEEDS" >/dev/null
+}
+
+evaluate() {  # pool, output folder, extra flags
+  local pool=$1 out=$2; shift 2
+  say "evaluate $pool -> $out"
+  nice -n "$NICE" "${TS[@]}" evaluate --pool "$pool" "${CKPTS[@]}" --methods $METHODS --reference trace \
+    --out "$out/results.json" --plot "$out/budget.png" --per-question "$out/per_question.jsonl" \
+    --update-card "$@" threads=1
+}
+
+ablations() {  # test pool
+  say "ablations of the paper configuration (3 seeds each) scored on $1"
+  nice -n "$NICE" "$PY" benchmarks/pool_ablation.py --config training/wikileads.yaml --train-pool $TRAIN \
+    --test-pool "$1" --variants full,no_gnn,no_cross --seeds 3 --small-k 8 --keep "$RUNS/ablation" \
+    data.val_pool=$DEV
+}
+
+case "${1:-}" in
+  dev)
+    train_and_ship training/wikileads.yaml trace checkpoints/wikileads
+    train_and_ship training/wikileads-grounded.yaml trace-grounded checkpoints/wikileads-grounded
+    evaluate $DEV "$RUNS/dev"
+    for pool in "${TRANSFER[@]}"; do
+      if [[ -f $pool ]]; then evaluate "$pool" "$RUNS/transfer-$(basename "$pool" .jsonl.gz)"
+      else echo "skip transfer: $pool does not exist yet"; fi
+    done
+    ablations $DEV | tee "$RUNS/ablation-dev.txt"
+    ;;
+  sealed)
+    if [[ -e $RUNS/sealed/results.json ]]; then
+      echo "error: $RUNS/sealed/results.json exists: the sealed pool has been evaluated already" >&2; exit 1
+    fi
+    mkdir -p "$RUNS/sealed"
+    date -u +%Y-%m-%dT%H:%MZ > "$RUNS/sealed/date.txt"
+    "${TS[@]}" validate $SEALED
+    evaluate $SEALED "$RUNS/sealed"
+    ablations $SEALED | tee "$RUNS/sealed/ablation.txt"
+    ;;
+  *)
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
