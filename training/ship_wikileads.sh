@@ -8,7 +8,8 @@
 #
 # `dev` never reads the sealed pool. `sealed` refuses to run twice (runs/ship/sealed/ holds its
 # results); delete that folder only if the first run did not finish. Environment: PYTHON (default
-# .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship), NICE (default 5).
+# .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship), NICE (default 5), ABLATIONS
+# (default 1; 0 skips the dev-pool ablations, 9 more trainings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,7 +64,7 @@ case "${1:-}" in
       if [[ -f $pool ]]; then evaluate "$pool" "$RUNS/transfer-$(basename "$pool" .jsonl.gz)"
       else echo "skip transfer: $pool does not exist yet"; fi
     done
-    ablations $DEV | tee "$RUNS/ablation-dev.txt"
+    if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV | tee "$RUNS/ablation-dev.txt"; fi
     ;;
   sealed)
     if [[ -e $RUNS/sealed/results.json ]]; then
@@ -76,5 +77,5 @@ case "${1:-}" in
     ablations $SEALED | tee "$RUNS/sealed/ablation.txt"
     ;;
   *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
