@@ -604,9 +604,9 @@ def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False) ->
     if (target / "README.md").is_file():
         from trace_selector.model.hub import relocate_card
 
-        others = ", ".join(str(row["seed"]) for row, _ in results)
+        every = ", ".join(str(row["seed"]) for row, _ in results)
         relocate_card(target, chosen.selector_dir, {"seed": f"{chosen_row['seed']} (the best on validation of "
-                                                            f"seeds {others}; every seed's scores in `seeds.json`)"})
+                                                            f"seeds {every}; every seed's scores in `seeds.json`)"})
     return replace(chosen, run_dir=cfg.run_dir, selector_dir=target), table
 
 
