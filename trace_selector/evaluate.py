@@ -54,6 +54,7 @@ from trace_selector.records import Pool, QuestionGroup
 from trace_selector.records.answers import exact_match, f1_score, is_correct, pass_at_k
 from trace_selector.records.pick import Pick
 
+
 def named_checkpoints(checkpoint: str | Sequence[str] | None) -> dict[str, str]:
     """Checkpoint paths by row name from ``NAME=PATH`` items (a bare PATH is named ``trace``), in the
     order given; a name that repeats or shadows a baseline is a ValueError."""

@@ -67,10 +67,10 @@ class QuickstartConfig:
     """Where the live pool, selections, results.json and the budget plot go."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.methods, str):
-            self.methods = [m.strip() for m in self.methods.split(",") if m.strip()]
         from trace_selector.evaluate import named_checkpoints
 
+        if isinstance(self.methods, str):
+            self.methods = [m.strip() for m in self.methods.split(",") if m.strip()]
         if isinstance(self.checkpoint, str):
             self.checkpoint = [self.checkpoint]
         if not named_checkpoints(self.checkpoint):
