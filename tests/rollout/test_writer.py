@@ -215,3 +215,43 @@ def test_offset_takes_later_questions_with_split_positions_as_seeds(tmp_path):
         _run(out, model="fake")
     with pytest.raises(ValueError, match="offset must be >= 0"):
         RolloutConfig(offset=-1)
+
+
+def test_snapshots_write_the_finished_part_and_a_lost_shard_resumes_from_them(tmp_path, monkeypatch):
+    ref, _ = _run(tmp_path / "ref.jsonl", model="fake")
+    out = tmp_path / "pool.jsonl"
+    seen = []
+    original = ShardWriter.snapshot
+
+    def recording(self, order, meta):
+        pool = original(self, order, meta)
+        seen.append((_pairs(out), read_meta(out).extra["snapshot"], self.path.exists()))
+        if len(seen) == 2:
+            raise KeyboardInterrupt  # the machine goes away after the second snapshot
+        return pool
+
+    monkeypatch.setattr(ShardWriter, "snapshot", recording)
+    with pytest.raises(KeyboardInterrupt):
+        _run(out, model="fake", snapshot_minutes=0)
+    monkeypatch.setattr(ShardWriter, "snapshot", original)
+    # one snapshot after each chunk (one question each), none after the last: finalize writes that
+    assert seen == [([("0", 0), ("0", 1)], True, True),
+                    ([(q, s) for q in "01" for s in (0, 1)], True, True)]
+    assert read_meta(out).accounting["questions"] == 2
+    shard_path(out).unlink()  # only the committed snapshot reaches the next machine
+    report, _ = _run(out, model="fake", snapshot_minutes=0)
+    assert (report.resumed, report.generated_now) == (4, 4)
+    assert _pairs(out) == _pairs(tmp_path / "ref.jsonl")
+    assert read_meta(out).extra["snapshot"] is False and not shard_path(out).exists()
+
+
+def test_snapshots_off_and_bad_values(tmp_path, monkeypatch):
+    def never(self, order, meta):
+        raise AssertionError("no snapshot was asked for")
+
+    monkeypatch.setattr(ShardWriter, "snapshot", never)
+    _run(tmp_path / "pool.jsonl", model="fake", snapshot_minutes=None)
+    _run(tmp_path / "pool2.jsonl", model="fake", snapshot_minutes=60)  # a fake run takes well under an hour
+    assert read_meta(tmp_path / "pool.jsonl").extra["snapshot"] is False
+    with pytest.raises(ValueError, match="snapshot_minutes must be >= 0"):
+        RolloutConfig(snapshot_minutes=-1)

