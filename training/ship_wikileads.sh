@@ -6,10 +6,11 @@
 #                                        # checkpoints/, evaluate dev and transfer pools, ablations on dev
 #   training/ship_wikileads.sh sealed    # the single evaluation of the sealed test pool (final numbers)
 #
-# `dev` never reads the sealed pool. `sealed` refuses to run twice (runs/ship/sealed/ holds its
-# results); delete that folder only if the first run did not finish. Environment: PYTHON (default
-# .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship), NICE (default 5), ABLATIONS
-# (default 1; 0 skips the dev-pool ablations, 9 more trainings).
+# `dev` never reads the sealed pool. `sealed` refuses to run twice: it writes the committed record
+# training/sealed-evaluation.txt, and runs/ship/sealed/ holds its results (delete both only if the
+# first run did not finish); it refuses a sealed pool that is still a rollout snapshot, too.
+# Environment: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship),
+# NICE (default 5), ABLATIONS (default 1; 0 skips the dev-pool ablations, 9 more trainings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ NICE=${NICE:-5}
 TRAIN=data/pools/wikileads-train.jsonl.gz
 DEV=data/pools/wikileads-dev.jsonl.gz
 SEALED=data/pools/wikileads-test-sealed.jsonl.gz
+RECORD=training/sealed-evaluation.txt  # committed: the sealed pool is read once, ever
 # Pools from the other packaged policy and the other strategy: transfer, never trained on.
 TRANSFER=(data/pools/wikileads-0.5b-dev.jsonl.gz data/pools/wikileads-dev-divinit.jsonl.gz)
 METHODS=single,majority,weighted_token,grounded_vote,fewest_tools,most_tools,trace,oracle
@@ -67,15 +69,27 @@ case "${1:-}" in
     if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV | tee "$RUNS/ablation-dev.txt"; fi
     ;;
   sealed)
+    # runs/ is not committed, so the record that the sealed pool was read is: a later session on a
+    # fresh clone must see it too.
+    if [[ -e $RECORD ]]; then
+      echo "error: $RECORD exists: the sealed pool was evaluated already ($(head -1 "$RECORD"))" >&2; exit 1
+    fi
     if [[ -e $RUNS/sealed/results.json ]]; then
       echo "error: $RUNS/sealed/results.json exists: the sealed pool has been evaluated already" >&2; exit 1
     fi
+    if [[ $("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["extra"].get("snapshot", False))' \
+            "$SEALED.meta.json") != False ]]; then
+      echo "error: $SEALED is a snapshot of a rollout still in progress; finish it first" >&2; exit 1
+    fi
     mkdir -p "$RUNS/sealed"
     date -u +%Y-%m-%dT%H:%MZ > "$RUNS/sealed/date.txt"
+    printf '%s: training/ship_wikileads.sh sealed at commit %s (checkpoints: %s)\n' "$(cat "$RUNS/sealed/date.txt")" \
+      "$(git rev-parse --short HEAD)" "$(cat checkpoints/wikileads*/seeds.json 2>/dev/null | sha256sum | cut -c1-12)" > "$RECORD"
+    echo "recorded in $RECORD: commit it with the results"
     "${TS[@]}" validate $SEALED
     evaluate $SEALED "$RUNS/sealed"
     ablations $SEALED | tee "$RUNS/sealed/ablation.txt"
     ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
