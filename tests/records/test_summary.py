@@ -47,9 +47,18 @@ def test_summary_figures():
     text = s.to_text()
     assert "single rollout 0.333, majority 0.333, oracle 0.667 over 3 questions" in text
     assert "metadata         setting=wikileads, seed=3" in text
+    # no wall time recorded: no throughput line, and the accuracy line is not contradicted
+    assert "n/a" not in text and "throughput" not in text and "snapshot" not in text
 
 
 def test_summary_without_any_scorable_question():
     s = summarize(Pool([_group("d", ["y", "z"], [])], path="p.parquet"))
     assert s.scored_questions == 0 and s.single is None and s.mixed is None
     assert "accuracy (EM)    n/a" in s.to_text()
+
+
+def test_summary_says_when_the_pool_is_a_rollout_snapshot():
+    meta = PoolMeta(setting="wikileads", accounting={"wall_seconds": 36.0}, extra={"snapshot": True})
+    text = summarize(Pool([_group("a", ["Paris", "Lyon"], ["Paris"])], meta, path="p.jsonl")).to_text()
+    assert text.splitlines()[1].startswith("status           snapshot of a rollout in progress")
+    assert "throughput       18.00 s per trajectory, 100 mixed questions per hour" in text

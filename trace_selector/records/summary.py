@@ -92,19 +92,21 @@ class PoolSummary:
             f"answer coverage  {self.answer_coverage:.1%} of trajectories have a non-empty answer",
             f"steps            per trajectory min {slo} / mean {savg:.2f} / max {shi} ({acts})",
         ]
+        if self.meta.get("extra", {}).get("snapshot"):
+            lines.insert(1, "status           snapshot of a rollout in progress: rerun its command to finish it")
         if self.scored_questions:
             lines.append(
                 f"accuracy (EM)    single rollout {self.single:.3f}, majority {self.majority:.3f}, "
                 f"oracle {self.oracle:.3f} over {self.scored_questions} questions"
             )
             lines.append(f"mixed questions  {self.mixed:.1%} (some but not all trajectories correct)")
+        else:
+            lines.append("accuracy (EM)    n/a (no question has gold answers or stored correctness)")
         if self.gold_in_evidence is not None:
             lines.append(f"gold in evidence {self.gold_in_evidence:.1%} of searching trajectories retrieved a gold alias")
         if self.mixed_per_hour is not None:
             lines.append(f"throughput       {self.seconds_per_trajectory:.2f} s per trajectory, "
                          f"{self.mixed_per_hour:.0f} mixed questions per hour")
-        else:
-            lines.append("accuracy (EM)    n/a (no question has gold answers or stored correctness)")
         if self.meta:
             m = self.meta
             keys = ("setting", "split", "policy_model", "strategy", "vllm_version", "logprob_mode", "seed")
