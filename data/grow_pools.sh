@@ -8,14 +8,14 @@
 # Every stage is resumable and extendable: within a run a killed stage continues from its shard, and
 # each stage rewrites its pool file with everything finished every 15 minutes (`snapshot_minutes`).
 # A session's background processes end with it and its uncommitted files may not survive it, so
-# copy the pools now and then into the checkout and commit them; the next session copies them back
-# and runs the same command, which extends them. Rerunning this script skips what is done.
+# the pools are copied into the checkout and committed now and then; the next session starts from
+# the committed pools with the same command, which extends them. data/pools_job.sh does all of it:
 #
-#   git worktree add --detach ../pools-wt HEAD    # a fixed commit: refactoring cannot break the run
-#   cd ../pools-wt && PYTHONPATH=$PWD nohup setsid data/grow_pools.sh OUT_DIR >> OUT_DIR/grow.log 2>&1 &
+#   data/pools_job.sh start      # worktree at HEAD, committed pools copied to ../pools, this script started
+#   data/pools_job.sh collect    # the grown pools back into data/pools, to commit
 #
-# OUT_DIR defaults to data/pools. Extra arguments are rollout overrides for every stage (on a
-# processor without AVX512-BF16, engine_options.dtype=float32 is faster: data/pools/README.md).
+# OUT_DIR defaults to data/pools. Extra arguments are rollout overrides for every stage. On a
+# processor without bfloat16 arithmetic the engine computes in float32 by itself (data/pools/README.md).
 set -euo pipefail
 out=${1:-data/pools}
 shift || true

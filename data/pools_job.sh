@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The background pool job across sessions: data/grow_pools.sh runs from a git worktree at a fixed
+# commit (so editing the checkout cannot break it) and writes to a folder outside the checkout; the
+# pools reach git only through `collect`, and a new machine starts from the committed pools.
+#
+#   data/pools_job.sh start     # worktree at this checkout's HEAD, committed pools copied out, job started
+#   data/pools_job.sh status    # is it running, the pools' sizes, the log's last line
+#   data/pools_job.sh collect   # copy every pool the job has grown into data/pools (then git add + commit)
+#   data/pools_job.sh stop      # SIGTERM to the job's process group: the rollout unwinds, shard and lock clean
+#
+# Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), PYTHON (default
+# this checkout's .venv/bin/python). Extra arguments to `start` go to grow_pools.sh (rollout overrides).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+out=$(realpath -m "${POOLS_DIR:-../pools}")
+wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
+py=${PYTHON:-$repo/.venv/bin/python}
+pidfile=$out/grow.pid
+
+running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# trajectories in a pool's sidecar, or -1 when it has none
+recorded() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["accounting"]["trajectories"])' \
+               "$1.meta.json" 2>/dev/null || echo -1; }
+lines() { gzip -cd "$1" | wc -l; }
+
+case "${1:-}" in
+  start)
+    shift
+    if running; then echo "error: the pool job is running already (pid $(cat "$pidfile")); stop it first" >&2; exit 1; fi
+    if [[ ! -x $py ]]; then echo "error: $py not found: run make setup first" >&2; exit 1; fi
+    head=$(git rev-parse HEAD)
+    if [[ -d $wt ]]; then git -C "$wt" checkout -q --detach "$head"; else git worktree add -q --detach "$wt" "$head"; fi
+    mkdir -p "$out"
+    # A committed pool replaces the job folder's copy only when it holds more: the folder may be this
+    # session's own, newer work.
+    for pool in data/pools/wikileads-train.jsonl.gz data/pools/wikileads-test-sealed.jsonl.gz \
+                data/pools/wikileads-dev-divinit.jsonl.gz; do
+      [[ -f $pool ]] || continue
+      dest=$out/$(basename "$pool")
+      if (( $(recorded "$pool") > $(recorded "$dest") )); then
+        if [[ -f $dest.shard.jsonl ]]; then
+          echo "error: $dest.shard.jsonl is newer work than $dest; remove it or finish it before replacing the pool" >&2; exit 1
+        fi
+        cp "$pool" "$pool.meta.json" "$pool.config.yaml" "$out/"
+        echo "copied $pool ($(recorded "$pool") trajectories) to $out"
+      fi
+    done
+    (cd "$wt" && PYTHONPATH=$wt PYTHON=$py nohup setsid data/grow_pools.sh "$out" "$@" >> "$out/grow.log" 2>&1 &
+     echo $! > "$pidfile")
+    echo "started (pid $(cat "$pidfile")) at commit ${head:0:7}; log: $out/grow.log"
+    ;;
+  status)
+    if running; then echo "running (pid $(cat "$pidfile"))"; else echo "not running"; fi
+    for pool in "$out"/*.jsonl.gz; do
+      [[ -f $pool ]] || continue
+      snap=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["extra"].get("snapshot", False))' "$pool.meta.json")
+      echo "$(basename "$pool"): $(recorded "$pool") trajectories (snapshot: $snap)$([[ -f $pool.shard.jsonl ]] && echo ", shard: $(wc -l < "$pool.shard.jsonl") lines")"
+    done
+    [[ -f $out/grow.log ]] && echo "log: $(tail -c 400 "$out/grow.log" | tr '\r' '\n' | grep . | tail -1)"
+    ;;
+  collect)
+    for pool in "$out"/*.jsonl.gz; do
+      [[ -f $pool ]] || continue
+      dest=data/pools/$(basename "$pool")
+      tmp=$(mktemp -d data/pools/.collect.XXXXXX)
+      # A snapshot renames the pool, then its sidecar: copy until a pool and sidecar agree.
+      for attempt in 1 2 3 4 5; do
+        cp "$pool.meta.json" "$pool.config.yaml" "$tmp/"
+        cp "$pool" "$tmp/pool.jsonl.gz"
+        [[ $(lines "$tmp/pool.jsonl.gz") == $(recorded "$tmp/$(basename "$pool")") ]] && break
+        if (( attempt == 5 )); then echo "error: $pool and its sidecar keep disagreeing" >&2; rm -rf "$tmp"; exit 1; fi
+        sleep 5
+      done
+      if (( $(recorded "$tmp/$(basename "$pool")") > $(recorded "$dest") )); then
+        mv "$tmp/pool.jsonl.gz" "$dest"
+        mv "$tmp/$(basename "$pool").meta.json" "$dest.meta.json"
+        mv "$tmp/$(basename "$pool").config.yaml" "$dest.config.yaml"
+        echo "collected $dest: $(recorded "$dest") trajectories"
+      fi
+      rm -rf "$tmp"
+    done
+    ;;
+  stop)
+    if ! running; then echo "not running"; exit 0; fi
+    pid=$(cat "$pidfile")
+    kill -TERM -- "-$pid"
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$pid" 2>/dev/null; then echo "error: pid $pid still runs 60 s after SIGTERM" >&2; exit 1; fi
+    rm -f "$pidfile"; echo "stopped"
+    ;;
+  *)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
