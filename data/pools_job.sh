@@ -30,6 +30,7 @@ case "${1:-}" in
     if running; then echo "error: the pool job is running already (pid $(cat "$pidfile")); stop it first" >&2; exit 1; fi
     if [[ ! -x $py ]]; then echo "error: $py not found: run make setup first" >&2; exit 1; fi
     head=$(git rev-parse HEAD)
+    git worktree prune  # a worktree folder deleted by hand stays registered until pruned
     if [[ -d $wt ]]; then git -C "$wt" checkout -q --detach "$head"; else git worktree add -q --detach "$wt" "$head"; fi
     mkdir -p "$out"
     # A committed pool replaces the job folder's copy only when it holds more: the folder may be this
