@@ -8,14 +8,16 @@
 #   data/pools_job.sh collect   # copy every pool the job has grown into data/pools (then git add + commit)
 #   data/pools_job.sh stop      # SIGTERM to the job's process group: the rollout unwinds, shard and lock clean
 #
-# Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), PYTHON (default
-# this checkout's .venv/bin/python). Extra arguments to `start` go to grow_pools.sh (rollout overrides).
+# Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), POOLS_DEST (the
+# checkout's pools, default data/pools), PYTHON (default this checkout's .venv/bin/python). Extra
+# arguments to `start` go to grow_pools.sh (rollout overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 out=$(realpath -m "${POOLS_DIR:-../pools}")
 wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
 py=${PYTHON:-$repo/.venv/bin/python}
+dest_dir=${POOLS_DEST:-data/pools}
 pidfile=$out/grow.pid
 
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
@@ -35,8 +37,8 @@ case "${1:-}" in
     mkdir -p "$out"
     # A committed pool replaces the job folder's copy only when it holds more: the folder may be this
     # session's own, newer work.
-    for pool in data/pools/wikileads-train.jsonl.gz data/pools/wikileads-test-sealed.jsonl.gz \
-                data/pools/wikileads-dev-divinit.jsonl.gz; do
+    for name in wikileads-train wikileads-test-sealed wikileads-dev-divinit; do
+      pool=$dest_dir/$name.jsonl.gz
       [[ -f $pool ]] || continue
       dest=$out/$(basename "$pool")
       if (( $(recorded "$pool") > $(recorded "$dest") )); then
@@ -58,20 +60,21 @@ case "${1:-}" in
       snap=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["extra"].get("snapshot", False))' "$pool.meta.json")
       echo "$(basename "$pool"): $(recorded "$pool") trajectories (snapshot: $snap)$([[ -f $pool.shard.jsonl ]] && echo ", shard: $(wc -l < "$pool.shard.jsonl") lines")"
     done
-    [[ -f $out/grow.log ]] && echo "log: $(tail -c 400 "$out/grow.log" | tr '\r' '\n' | grep . | tail -1)"
+    if [[ -f $out/grow.log ]]; then echo "log: $(tail -c 400 "$out/grow.log" | tr '\r' '\n' | grep . | tail -1)"; fi
     ;;
   collect)
+    mkdir -p "$dest_dir"
     for pool in "$out"/*.jsonl.gz; do
       [[ -f $pool ]] || continue
-      dest=data/pools/$(basename "$pool")
-      tmp=$(mktemp -d data/pools/.collect.XXXXXX)
+      dest=$dest_dir/$(basename "$pool")
+      tmp=$(mktemp -d "$dest_dir/.collect.XXXXXX")
       # A snapshot renames the pool, then its sidecar: copy until a pool and sidecar agree.
       for attempt in 1 2 3 4 5; do
         cp "$pool.meta.json" "$pool.config.yaml" "$tmp/"
         cp "$pool" "$tmp/pool.jsonl.gz"
         [[ $(lines "$tmp/pool.jsonl.gz") == $(recorded "$tmp/$(basename "$pool")") ]] && break
         if (( attempt == 5 )); then echo "error: $pool and its sidecar keep disagreeing" >&2; rm -rf "$tmp"; exit 1; fi
-        sleep 5
+        sleep 1
       done
       if (( $(recorded "$tmp/$(basename "$pool")") > $(recorded "$dest") )); then
         mv "$tmp/pool.jsonl.gz" "$dest"
@@ -91,5 +94,5 @@ case "${1:-}" in
     rm -f "$pidfile"; echo "stopped"
     ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,0 +1,63 @@
+"""data/pools_job.sh collect: grown pools come back into the checkout only whole and only when larger."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from trace_selector.records import Pool, PoolMeta, QuestionGroup, Trajectory, read_pool, write_pool
+
+SCRIPT = Path(__file__).resolve().parents[1] / "data" / "pools_job.sh"
+
+
+def _pool(path: Path, questions: int, recorded: int | None = None) -> None:
+    groups = []
+    for q in range(questions):
+        ts = [Trajectory(str(q), f"question {q}?", s, "a", golden_answers=["a"]) for s in range(2)]
+        groups.append(QuestionGroup(str(q), f"question {q}?", ["a"], ts))
+    meta = PoolMeta(setting="wikileads", accounting={"trajectories": 2 * questions if recorded is None else recorded})
+    write_pool(Pool(groups, meta), path)
+    path.with_name(path.name + ".config.yaml").write_text(f"limit: {questions}\n")
+
+
+def _job(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "POOLS_DIR": str(tmp_path / "job"), "POOLS_DEST": str(tmp_path / "dest"),
+           "PYTHON": sys.executable}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_collect_copies_larger_pools_and_keeps_larger_committed_ones(tmp_path):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "dest").mkdir()
+    _pool(tmp_path / "job" / "wikileads-train.jsonl.gz", 3)
+    _pool(tmp_path / "dest" / "wikileads-train.jsonl.gz", 2)
+    _pool(tmp_path / "job" / "wikileads-test-sealed.jsonl.gz", 1)
+    _pool(tmp_path / "dest" / "wikileads-test-sealed.jsonl.gz", 4)  # the checkout's copy is newer
+    done = _job(tmp_path, "collect")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"collected {tmp_path}/dest/wikileads-train.jsonl.gz: 6 trajectories"
+    assert len(read_pool(tmp_path / "dest" / "wikileads-train.jsonl.gz").groups) == 3
+    assert (tmp_path / "dest" / "wikileads-train.jsonl.gz.config.yaml").read_text() == "limit: 3\n"
+    assert len(read_pool(tmp_path / "dest" / "wikileads-test-sealed.jsonl.gz").groups) == 4
+    assert not list((tmp_path / "dest").glob(".collect.*"))
+
+
+def test_collect_refuses_a_pool_that_disagrees_with_its_sidecar(tmp_path):
+    (tmp_path / "job").mkdir()
+    _pool(tmp_path / "job" / "wikileads-train.jsonl.gz", 3, recorded=8)  # caught between two renames
+    done = _job(tmp_path, "collect")
+    assert done.returncode == 1 and "keep disagreeing" in done.stderr
+    assert not (tmp_path / "dest" / "wikileads-train.jsonl.gz").exists()
+    assert not list((tmp_path / "dest").glob(".collect.*"))
+
+
+def test_status_and_stop_without_a_job(tmp_path):
+    (tmp_path / "job").mkdir()
+    _pool(tmp_path / "job" / "wikileads-train.jsonl.gz", 2)
+    status = _job(tmp_path, "status")
+    assert status.returncode == 0
+    assert status.stdout.splitlines()[:2] == ["not running", "wikileads-train.jsonl.gz: 4 trajectories (snapshot: False)"]
+    assert _job(tmp_path, "stop").stdout.strip() == "not running"
+    assert _job(tmp_path).returncode == 2
