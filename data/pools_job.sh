@@ -49,8 +49,11 @@ case "${1:-}" in
         echo "copied $pool ($(recorded "$pool") trajectories) to $out"
       fi
     done
-    (cd "$wt" && PYTHONPATH=$wt PYTHON=$py nohup setsid data/grow_pools.sh "$out" "$@" >> "$out/grow.log" 2>&1 &
-     echo $! > "$pidfile")
+    rm -f "$pidfile"
+    # setsid may fork, so $! would name a process that is gone: the new session leader writes its own pid.
+    (cd "$wt" && PYTHONPATH=$wt PYTHON=$py PIDFILE=$pidfile nohup setsid bash -c 'echo $$ > "$PIDFILE"; exec "$@"' \
+       grow data/grow_pools.sh "$out" "$@" >> "$out/grow.log" 2>&1 &)
+    for _ in $(seq 50); do [[ -s $pidfile ]] && running && break; sleep 0.1; done
     echo "started (pid $(cat "$pidfile")) at commit ${head:0:7}; log: $out/grow.log"
     ;;
   status)
