@@ -28,7 +28,6 @@ export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
 retry() { for attempt in 1 2 3; do "$@" && return 0; echo "stage failed (attempt $attempt): $*" >&2; sleep 10; done; return 1; }
 rollout() { retry "$py" -m trace_selector.cli rollout --config rollout/wikileads-standard.yaml "$@"; }
 train() { rollout --split train --limit "$1" --k 8 --out "$out/wikileads-train.jsonl.gz" "${@:2}"; }
-dev() { rollout --split dev --limit "$1" --k "$2" --out "$out/wikileads-dev.jsonl.gz" "${@:3}"; }
 sealed() { rollout --split test --offset 300 --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
 divinit() { rollout --split dev --offset 200 --limit "$1" --k 8 --out "$out/wikileads-dev-divinit.jsonl.gz" \
               strategy=divinit "${@:2}"; }
