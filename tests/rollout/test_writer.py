@@ -171,7 +171,7 @@ def test_rerun_with_nothing_left_finalizes_without_an_engine(tmp_path, monkeypat
     calls = {"n": 0}
     original = ShardWriter.finalize
 
-    def dying(self, order, meta):  # killed after the last group, before the pool was written
+    def dying(self, order, meta, trajectories=None):  # killed after the last group, before the pool was written
         calls["n"] += 1
         raise KeyboardInterrupt
 
@@ -223,8 +223,8 @@ def test_snapshots_write_the_finished_part_and_a_lost_shard_resumes_from_them(tm
     seen = []
     original = ShardWriter.snapshot
 
-    def recording(self, order, meta):
-        pool = original(self, order, meta)
+    def recording(self, order, meta, trajectories=None):
+        pool = original(self, order, meta, trajectories)
         seen.append((_pairs(out), read_meta(out).extra["snapshot"], self.path.exists()))
         if len(seen) == 2:
             raise KeyboardInterrupt  # the machine goes away after the second snapshot
@@ -246,7 +246,7 @@ def test_snapshots_write_the_finished_part_and_a_lost_shard_resumes_from_them(tm
 
 
 def test_snapshots_off_and_bad_values(tmp_path, monkeypatch):
-    def never(self, order, meta):
+    def never(self, order, meta, trajectories=None):
         raise AssertionError("no snapshot was asked for")
 
     monkeypatch.setattr(ShardWriter, "snapshot", never)

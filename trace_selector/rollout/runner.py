@@ -242,8 +242,9 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
                 more = lo + cfg.chunk_questions < len(todo)
                 if more and cfg.snapshot_minutes is not None and \
                         time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
-                    writer.snapshot(order, _pool_meta(cfg, writer.checkpoint, writer.trajectories(),
-                                                      engine_info, writer.dropped, snapshot=True))
+                    done_now = writer.trajectories()
+                    writer.snapshot(order, _pool_meta(cfg, writer.checkpoint, done_now, engine_info,
+                                                      writer.dropped, snapshot=True), done_now)
                     dump_config(cfg, out.with_name(out.name + ".config.yaml"))
                     last_snapshot = time.perf_counter()
             bar.close()
@@ -257,7 +258,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
         info.pop("stats", None)
         meta = _pool_meta(cfg, final, trajectories, info, writer.dropped, snapshot=False)
         acct = meta.accounting
-        writer.finalize(order, meta)
+        writer.finalize(order, meta, trajectories)
         dump_config(cfg, out.with_name(out.name + ".config.yaml"))
         return RolloutReport(out, acct["questions"], len(trajectories), generated_now, resumed, acct)
     finally:

@@ -196,22 +196,23 @@ class ShardWriter:
 
         return [trajectory_from_dict(obj, str(self.path), i + 1) for i, obj in enumerate(self.rows)]
 
-    def finalize(self, order: list[str], meta: PoolMeta) -> Pool:
-        """Write the pool (questions in `order`, samples by id) atomically, then drop the shard."""
-        pool = self._write_pool(order, meta)
+    def finalize(self, order: list[str], meta: PoolMeta, trajectories: list[Trajectory] | None = None) -> Pool:
+        """Write the pool (questions in `order`, samples by id) atomically, then drop the shard.
+        `trajectories`: `self.trajectories()` if the caller has them already (parsing is not free)."""
+        pool = self._write_pool(order, meta, trajectories)
         self.path.unlink(missing_ok=True)
         return pool
 
-    def snapshot(self, order: list[str], meta: PoolMeta) -> Pool:
+    def snapshot(self, order: list[str], meta: PoolMeta, trajectories: list[Trajectory] | None = None) -> Pool:
         """Write the pool of what is finished so far atomically and keep the shard: a later resume
         still starts from the shard, and without it (another machine) the pool is extended."""
-        return self._write_pool(order, meta)
+        return self._write_pool(order, meta, trajectories)
 
-    def _write_pool(self, order: list[str], meta: PoolMeta) -> Pool:
+    def _write_pool(self, order: list[str], meta: PoolMeta, trajectories: list[Trajectory] | None) -> Pool:
         from trace_selector.records import write_pool
 
         by_q: dict[str, list[Trajectory]] = defaultdict(list)
-        for t in self.trajectories():
+        for t in self.trajectories() if trajectories is None else trajectories:
             by_q[str(t.question_id)].append(t)
         groups = []
         for qid in order:
