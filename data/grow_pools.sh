@@ -13,6 +13,7 @@
 #
 #   data/pools_job.sh start      # worktree at HEAD, committed pools copied to ../pools, this script started
 #   data/pools_job.sh collect    # the grown pools back into data/pools, to commit
+#   data/pools_job.sh drain      # stop after the chunk in flight, with a snapshot (then collect)
 #
 # OUT_DIR defaults to data/pools. Extra arguments are rollout overrides for every stage. On a
 # processor without bfloat16 arithmetic the engine computes in float32 by itself (data/pools/README.md).

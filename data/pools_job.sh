@@ -6,7 +6,8 @@
 #   data/pools_job.sh start     # worktree at this checkout's HEAD, committed pools copied out, job started
 #   data/pools_job.sh status    # is it running, the pools' sizes, the log's last line
 #   data/pools_job.sh collect   # copy every pool the job has grown into data/pools (then git add + commit)
-#   data/pools_job.sh stop      # SIGTERM to the job's process group: the rollout unwinds, shard and lock clean
+#   data/pools_job.sh drain     # stop after the chunk in flight, with a snapshot: nothing generated is lost
+#   data/pools_job.sh stop      # SIGTERM to the job's process group at once: the chunk in flight is lost
 #
 # Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), POOLS_DEST (the
 # checkout's pools, default data/pools), PYTHON (default this checkout's .venv/bin/python). Extra
@@ -19,6 +20,9 @@ wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
 py=${PYTHON:-$repo/.venv/bin/python}
 dest_dir=${POOLS_DEST:-data/pools}
 pidfile=$out/grow.pid
+# Every stage gets stop_file=$drainfile: a rollout that sees it ends between chunks with a snapshot,
+# and the stages after it end before they start.
+drainfile=$out/drain
 
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 # trajectories in a pool's sidecar, or -1 when it has none
@@ -49,15 +53,18 @@ case "${1:-}" in
         echo "copied $pool ($(recorded "$pool") trajectories) to $out"
       fi
     done
-    rm -f "$pidfile"
+    rm -f "$pidfile" "$drainfile"
     # setsid may fork, so $! would name a process that is gone: the new session leader writes its own pid.
+    # The subshell's own output goes to the log too, or it would hold the caller's stdout open.
     (cd "$wt" && PYTHONPATH=$wt PYTHON=$py PIDFILE=$pidfile nohup setsid bash -c 'echo $$ > "$PIDFILE"; exec "$@"' \
-       grow data/grow_pools.sh "$out" "$@" >> "$out/grow.log" 2>&1 &)
+       grow data/grow_pools.sh "$out" "stop_file=$drainfile" "$@" &) >> "$out/grow.log" 2>&1 < /dev/null
     for _ in $(seq 50); do [[ -s $pidfile ]] && running && break; sleep 0.1; done
     echo "started (pid $(cat "$pidfile")) at commit ${head:0:7}; log: $out/grow.log"
     ;;
   status)
-    if running; then echo "running (pid $(cat "$pidfile"))"; else echo "not running"; fi
+    if running; then
+      echo "running (pid $(cat "$pidfile"))$([[ -f $drainfile ]] && echo "; draining: it stops after the chunk in flight")"
+    else echo "not running"; fi
     for pool in "$out"/*.jsonl.gz; do
       [[ -f $pool ]] || continue
       snap=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["extra"].get("snapshot", False))' "$pool.meta.json")
@@ -88,6 +95,12 @@ case "${1:-}" in
       rm -rf "$tmp"
     done
     ;;
+  drain)
+    if ! running; then echo "not running"; exit 0; fi
+    touch "$drainfile"
+    echo "draining: the job writes a snapshot and stops after the chunk in flight (minutes: see the log);" \
+         "then run collect"
+    ;;
   stop)
     if ! running; then echo "not running"; exit 0; fi
     pid=$(cat "$pidfile")
@@ -97,5 +110,5 @@ case "${1:-}" in
     rm -f "$pidfile"; echo "stopped"
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

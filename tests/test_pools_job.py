@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from trace_selector.records import Pool, PoolMeta, QuestionGroup, Trajectory, read_pool, write_pool
@@ -22,9 +23,9 @@ def _pool(path: Path, questions: int, recorded: int | None = None) -> None:
     path.with_name(path.name + ".config.yaml").write_text(f"limit: {questions}\n")
 
 
-def _job(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _job(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "POOLS_DIR": str(tmp_path / "job"), "POOLS_DEST": str(tmp_path / "dest"),
-           "PYTHON": sys.executable}
+           "PYTHON": sys.executable, **(env or {})}
     return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -61,3 +62,34 @@ def test_status_and_stop_without_a_job(tmp_path):
     assert status.stdout.splitlines()[:2] == ["not running", "wikileads-train.jsonl.gz: 4 trajectories (snapshot: False)"]
     assert _job(tmp_path, "stop").stdout.strip() == "not running"
     assert _job(tmp_path).returncode == 2
+
+
+def test_start_returns_at_once_and_drain_ends_every_stage(tmp_path):
+    """A job whose python only waits for the stop file: start must not hold the caller's output, each
+    stage gets the stop file, and drain ends them all."""
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\necho "$*" >> "$STUB_LOG"\n'
+                    'for a in "$@"; do case $a in stop_file=*) f=${a#stop_file=};; esac; done\n'
+                    'while [[ ! -f $f ]]; do sleep 0.1; done\n')
+    stub.chmod(0o755)
+    env = {"PYTHON": str(stub), "STUB_LOG": str(tmp_path / "calls.log"), "POOLS_WORKTREE": str(tmp_path / "wt")}
+    try:
+        started = _job(tmp_path, "start", env=env)
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.startswith("started (pid ")
+        assert _job(tmp_path, "status", env=env).stdout.splitlines()[0].startswith("running (pid ")
+        assert "draining" in _job(tmp_path, "drain", env=env).stdout
+        for _ in range(100):
+            if _job(tmp_path, "status", env=env).stdout.startswith("not running"):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the job still runs 10 s after drain")
+        calls = (tmp_path / "calls.log").read_text().splitlines()
+        assert [c.split(" --out ")[1].split()[0].rsplit("/", 1)[1] for c in calls] == [
+            "wikileads-train.jsonl.gz", "wikileads-test-sealed.jsonl.gz", "wikileads-dev-divinit.jsonl.gz"]
+        assert all(f"stop_file={tmp_path}/job/drain" in c for c in calls)
+    finally:
+        _job(tmp_path, "stop", env=env)
+        subprocess.run(["git", "-C", str(SCRIPT.parents[1]), "worktree", "remove", "--force", str(tmp_path / "wt")],
+                       capture_output=True)

@@ -62,7 +62,7 @@ QS = QUESTIONS + [Q("3", "Where is the Nile?", ["Africa"])]
 
 
 def _run(out, strategy="standard", engine=None, **over):
-    cfg = RolloutConfig(k=2, strategy=strategy, chunk_questions=1, **over)
+    cfg = RolloutConfig(**{"k": 2, "strategy": strategy, "chunk_questions": 1, **over})
     engine = engine or FakeEngine(search_then_answer)
     return run_rollout(cfg, out, engine=engine, toolbox=SearchTools(FakeIndex(), top_k=2), questions=QS,
                        progress=False), engine
@@ -255,3 +255,50 @@ def test_snapshots_off_and_bad_values(tmp_path, monkeypatch):
     assert read_meta(tmp_path / "pool.jsonl").extra["snapshot"] is False
     with pytest.raises(ValueError, match="snapshot_minutes must be >= 0"):
         RolloutConfig(snapshot_minutes=-1)
+
+
+def test_stop_file_ends_the_run_between_chunks_with_a_snapshot(tmp_path, monkeypatch):
+    ref, _ = _run(tmp_path / "ref.jsonl", model="fake")
+    out, stop = tmp_path / "pool.jsonl", tmp_path / "drain"
+    original = ShardWriter.append_group
+    appended = []
+
+    def appending(self, trajectories, checkpoint):
+        original(self, trajectories, checkpoint)
+        appended.append(trajectories[0].question_id)
+        if len(appended) == 2:
+            stop.touch()  # asked to stop while the second chunk runs: that chunk still finishes
+
+    monkeypatch.setattr(ShardWriter, "append_group", appending)
+    report, _ = _run(out, model="fake", stop_file=str(stop), snapshot_minutes=None)
+    assert report.stopped and (report.questions, report.trajectories, report.generated_now) == (2, 4, 4)
+    assert "stopped at the stop file with 2 questions" in report.to_text()
+    assert appended == ["0", "1"]
+    assert _pairs(out) == [(q, s) for q in "01" for s in (0, 1)]
+    assert read_meta(out).extra["snapshot"] is True and shard_path(out).exists()
+
+    before = out.read_bytes()
+    report, engine = _run(out, model="fake", stop_file=str(stop))  # the file is still there: nothing runs
+    assert report.stopped and report.trajectories == 0 and not engine.requests
+    assert "stopped before starting" in report.to_text() and out.read_bytes() == before
+
+    stop.unlink()
+    report, _ = _run(out, model="fake", stop_file=str(stop))
+    assert not report.stopped and (report.resumed, report.generated_now) == (4, 4)
+    assert _pairs(out) == _pairs(tmp_path / "ref.jsonl")
+    assert read_meta(out).extra["snapshot"] is False and not shard_path(out).exists()
+
+
+def test_stop_file_after_the_last_chunk_finishes_the_pool(tmp_path):
+    out, stop = tmp_path / "pool.jsonl", tmp_path / "drain"
+
+    class StopDuringTheLastChunk(FakeEngine):
+        def generate(self, requests, progress=False):
+            if self.batches:
+                stop.touch()
+            return super().generate(requests, progress)
+
+    report, _ = _run(out, model="fake", stop_file=str(stop), chunk_questions=len(QS),
+                     engine=StopDuringTheLastChunk(search_then_answer))
+    assert not report.stopped and report.trajectories == 2 * len(QS) and stop.exists()
+    assert read_meta(out).extra["snapshot"] is False and not shard_path(out).exists()

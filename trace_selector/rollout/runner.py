@@ -62,6 +62,11 @@ class RolloutConfig:
     chunk; 0: after every chunk; None: only at the end). The shard already survives a kill, but not
     a lost machine: a snapshot is an ordinary pool that can be copied and committed, and a later run
     of the same command extends it. Its sidecar says ``snapshot: true`` until the run finishes."""
+    stop_file: str | None = None
+    """Stop between chunks when this file exists: every finished question is written as a snapshot,
+    the shard is kept, and the run ends without error; the same command continues it. A run that
+    finds the file before it starts generates nothing. Background pool jobs use it to end a session
+    without losing the chunk in flight (a signal stops at once and loses it)."""
     agent: AgentConfig = field(default_factory=AgentConfig)
     """How each trajectory is sampled."""
     divinit: DivInitConfig = field(default_factory=DivInitConfig)
@@ -105,9 +110,17 @@ class RolloutReport:
     generated_now: int
     resumed: int
     accounting: dict[str, Any]
+    stopped: bool = False
+    """The run ended early at `RolloutConfig.stop_file`; `out` is a snapshot, or absent if nothing is done."""
 
     def to_text(self) -> str:
         a = self.accounting
+        if self.stopped and not self.trajectories:
+            return f"stopped before starting: the stop file exists; {self.out} is unchanged"
+        if self.stopped:
+            return (f"stopped at the stop file with {self.questions} questions ({self.trajectories} trajectories, "
+                    f"{self.generated_now} generated now) in {self.out}: a snapshot; rerun the same command "
+                    f"to continue once the stop file is gone")
         return (f"wrote {self.out}: {self.questions} questions, {self.trajectories} trajectories "
                 f"({self.generated_now} generated now, {self.resumed} resumed from the shard); "
                 f"{a.get('generated_tokens', 0)} generated / {a.get('prompt_tokens', 0)} prompt / "
@@ -168,6 +181,9 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
     from trace_selector.rollout.writer import ShardWriter
 
     t_start = time.perf_counter()
+    stop = Path(cfg.stop_file) if cfg.stop_file else None
+    if stop is not None and stop.exists():  # before anything is read or written
+        return RolloutReport(out, 0, 0, 0, 0, {}, stopped=True)
     writer = ShardWriter(out, cfg.k, coupled=cfg.strategy in COUPLED)
     if out.exists() and not writer.path.exists():
         writer.seed_from_pool(_extendable(out, cfg))
@@ -228,6 +244,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
             engine_info = engine.info() if hasattr(engine, "info") else {}
             engine_info.pop("stats", None)
             last_snapshot = time.perf_counter()
+            stopped = False
             for lo in range(0, len(todo), cfg.chunk_questions):
                 chunk = todo[lo: lo + cfg.chunk_questions]
                 groups = run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk])
@@ -240,15 +257,20 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
                     generated_now += len(trajectories)
                     bar.update(len(trajectories))
                 more = lo + cfg.chunk_questions < len(todo)
-                if more and cfg.snapshot_minutes is not None and \
+                stopped = more and stop is not None and stop.exists()
+                if stopped or more and cfg.snapshot_minutes is not None and \
                         time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
                     done_now = writer.trajectories()
                     writer.snapshot(order, _pool_meta(cfg, writer.checkpoint, done_now, engine_info,
                                                       writer.dropped, snapshot=True), done_now)
                     dump_config(cfg, out.with_name(out.name + ".config.yaml"))
                     last_snapshot = time.perf_counter()
+                if stopped:
+                    break
             bar.close()
             agent.close()
+            if stopped:
+                return _stopped_report(out, writer, generated_now, resumed)
             stats = ctx.stats
 
         final = _checkpoint(base, accounting, base_stats + stats, base_wall + time.perf_counter() - t_start)
@@ -264,6 +286,11 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
     finally:
         if own_engine:
             engine.close()
+
+
+def _stopped_report(out: Path, writer: Any, generated_now: int, resumed: int) -> RolloutReport:
+    acct = dict(writer.checkpoint.get("accounting", {}))
+    return RolloutReport(out, writer.questions(), len(writer.rows), generated_now, resumed, acct, stopped=True)
 
 
 def _pool_meta(cfg: RolloutConfig, checkpoint: dict[str, Any], trajectories: list[Trajectory],

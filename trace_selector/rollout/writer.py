@@ -191,6 +191,10 @@ class ShardWriter:
         self.rows.extend(rows)
         self.checkpoint = checkpoint
 
+    def questions(self) -> int:
+        """Questions with at least one finished trajectory."""
+        return len({_qid(obj) for obj in self.rows})
+
     def trajectories(self) -> list[Trajectory]:
         from trace_selector.records import trajectory_from_dict
 
