@@ -26,8 +26,8 @@ drainfile=$out/drain
 
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 # trajectories in a pool's sidecar, or -1 when it has none
-recorded() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["accounting"]["trajectories"])' \
-               "$1.meta.json" 2>/dev/null || echo -1; }
+field() { "$py" -m trace_selector.cli validate "$1" --field "$2"; }  # one sidecar field, as JSON
+recorded() { field "$1" accounting.trajectories 2>/dev/null || echo -1; }
 lines() { gzip -cd "$1" | wc -l; }
 
 case "${1:-}" in
@@ -67,7 +67,7 @@ case "${1:-}" in
     else echo "not running"; fi
     for pool in "$out"/*.jsonl.gz; do
       [[ -f $pool ]] || continue
-      snap=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["extra"].get("snapshot", False))' "$pool.meta.json")
+      snap=$(field "$pool" extra.snapshot 2>/dev/null || echo false)
       echo "$(basename "$pool"): $(recorded "$pool") trajectories (snapshot: $snap)$([[ -f $pool.shard.jsonl ]] && echo ", shard: $(wc -l < "$pool.shard.jsonl") lines")"
     done
     if [[ -f $out/grow.log ]]; then echo "log: $(tail -c 400 "$out/grow.log" | tr '\r' '\n' | grep . | tail -1)"; fi

@@ -27,6 +27,20 @@ def test_input_error_is_one_line_exit_1(tmp_path, capsys):
     assert "\n" not in err
 
 
+def test_validate_field_reads_the_sidecar_only(tmp_path, capsys):
+    from trace_selector.records import PoolMeta, write_meta
+
+    pool = tmp_path / "pool.jsonl.gz"  # the pool itself does not exist: only the sidecar is read
+    write_meta(PoolMeta(setting="wikileads", accounting={"trajectories": 12}, extra={"snapshot": True}), pool)
+    assert main(["validate", str(pool), "--field", "accounting.trajectories"]) == 0
+    assert main(["validate", str(pool), "--field", "extra.snapshot"]) == 0
+    assert capsys.readouterr().out.split() == ["12", "true"]
+    assert main(["validate", str(pool), "--field", "extra.snapshot.when"]) == 1
+    assert capsys.readouterr().err.strip() == f"error: {pool}.meta.json: field 'extra.snapshot.when': no such field"
+    assert main(["validate", str(tmp_path / "other.jsonl"), "--field", "setting"]) == 1
+    assert "no sidecar" in capsys.readouterr().err
+
+
 def test_python_dash_m_entry_point():
     out = subprocess.run(
         [sys.executable, "-m", "trace_selector", "--version"], capture_output=True, text=True, check=True

@@ -59,7 +59,7 @@ def test_status_and_stop_without_a_job(tmp_path):
     _pool(tmp_path / "job" / "wikileads-train.jsonl.gz", 2)
     status = _job(tmp_path, "status")
     assert status.returncode == 0
-    assert status.stdout.splitlines()[:2] == ["not running", "wikileads-train.jsonl.gz: 4 trajectories (snapshot: False)"]
+    assert status.stdout.splitlines()[:2] == ["not running", "wikileads-train.jsonl.gz: 4 trajectories (snapshot: false)"]
     assert _job(tmp_path, "stop").stdout.strip() == "not running"
     assert _job(tmp_path).returncode == 2
 

@@ -14,6 +14,7 @@ default and doc, generated from the dataclass (`config.describe_keys`).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -51,10 +52,18 @@ def _config_class(module: str, name: str) -> Callable[[], type]:
 def _validate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("pool", type=Path, help="pool file (.jsonl, .jsonl.gz or .parquet)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--field", default=None, metavar="DOTTED.PATH",
+                   help="print one field of the pool's .meta.json sidecar as JSON (e.g. accounting.trajectories, "
+                        "extra.snapshot) without reading the pool; for scripts")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.records.summary import summarize_pool
 
+        if a.field:
+            from trace_selector.records import meta_field
+
+            print(json.dumps(meta_field(a.pool, a.field)))
+            return 0
         summary = summarize_pool(a.pool)
         print(summary.to_json() if a.json else summary.to_text())
         return 0

@@ -77,8 +77,7 @@ case "${1:-}" in
     if [[ -e $RUNS/sealed/results.json ]]; then
       echo "error: $RUNS/sealed/results.json exists: the sealed pool has been evaluated already" >&2; exit 1
     fi
-    if [[ $("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["extra"].get("snapshot", False))' \
-            "$SEALED.meta.json") != False ]]; then
+    if [[ $("${TS[@]}" validate $SEALED --field extra.snapshot 2>/dev/null || echo false) != false ]]; then
       echo "error: $SEALED is a snapshot of a rollout still in progress; finish it first" >&2; exit 1
     fi
     mkdir -p "$RUNS/sealed"

@@ -47,6 +47,7 @@ from trace_selector.records.codec import (
 )
 from trace_selector.records.files import (
     iter_trajectories,
+    meta_field,
     meta_path,
     read_meta,
     read_pool,
@@ -66,6 +67,6 @@ from trace_selector.records.trajectory import (
 
 __all__ = [
     "ACTIONS", "SEED_OFFSET", "Document", "Pool", "PoolMeta", "QuestionGroup", "SearchResultError", "Step",
-    "Trajectory", "format_search_result", "iter_trajectories", "meta_path", "parse_search_result", "read_meta",
+    "Trajectory", "format_search_result", "iter_trajectories", "meta_field", "meta_path", "parse_search_result", "read_meta",
     "read_pool", "trajectory_from_dict", "trajectory_to_dict", "trajectory_to_line", "write_meta", "write_pool",
 ]

@@ -240,6 +240,19 @@ def _meta_json(meta: PoolMeta) -> str:
     return json.dumps(asdict(meta), ensure_ascii=False, indent=2) + "\n"
 
 
+def meta_field(pool_path: str | Path, dotted: str) -> Any:
+    """One field of the pool's sidecar by dotted path (``extra.snapshot``), read without the pool."""
+    path = meta_path(pool_path)
+    if not path.exists():
+        raise InputError(f"{path}: no sidecar next to the pool")
+    value: Any = asdict(read_meta(pool_path))
+    for depth, key in enumerate(dotted.split(".")):
+        if not isinstance(value, dict) or key not in value:
+            raise FormatError(path, None, ".".join(dotted.split(".")[: depth + 1]), "no such field")
+        value = value[key]
+    return value
+
+
 def read_meta(pool_path: str | Path) -> PoolMeta:
     """The pool's sidecar metadata, or an empty `PoolMeta` when there is none. Unknown keys go to `extra`."""
     path = meta_path(pool_path)
