@@ -24,7 +24,7 @@ pidfile=$out/grow.pid
 # and the stages after it end before they start.
 drainfile=$out/drain
 
-running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+running() { [[ -f $pidfile ]] && kill -0 -- "-$(cat "$pidfile")" 2>/dev/null; }  # any process of its group
 # trajectories in a pool's sidecar, or -1 when it has none
 field() { "$py" -m trace_selector.cli validate "$1" --field "$2"; }  # one sidecar field, as JSON
 recorded() { field "$1" accounting.trajectories 2>/dev/null || echo -1; }
@@ -105,8 +105,10 @@ case "${1:-}" in
     if ! running; then echo "not running"; exit 0; fi
     pid=$(cat "$pidfile")
     kill -TERM -- "-$pid"
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    if kill -0 "$pid" 2>/dev/null; then echo "error: pid $pid still runs 60 s after SIGTERM" >&2; exit 1; fi
+    # Wait for the whole group, not its leader: the rollout under it unwinds (and holds the pool's
+    # lock) for a few seconds after the script above it is gone.
+    for _ in $(seq 60); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 -- "-$pid" 2>/dev/null; then echo "error: process group $pid still runs 60 s after SIGTERM" >&2; exit 1; fi
     rm -f "$pidfile"; echo "stopped"
     ;;
   *)

@@ -93,3 +93,23 @@ def test_start_returns_at_once_and_drain_ends_every_stage(tmp_path):
         _job(tmp_path, "stop", env=env)
         subprocess.run(["git", "-C", str(SCRIPT.parents[1]), "worktree", "remove", "--force", str(tmp_path / "wt")],
                        capture_output=True)
+
+
+def test_stop_waits_for_the_rollout_under_the_script(tmp_path):
+    """The rollout unwinds (holding its pool's lock) after the script above it is gone: stop returns
+    only when it has exited too, so a start right after cannot meet the old lock."""
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\ntrap \'sleep 2; touch "$STUB_DONE"; exit 130\' TERM\n'
+                    'while true; do sleep 0.1; done\n')
+    stub.chmod(0o755)
+    env = {"PYTHON": str(stub), "STUB_DONE": str(tmp_path / "unwound"), "POOLS_WORKTREE": str(tmp_path / "wt")}
+    try:
+        assert _job(tmp_path, "start", env=env).returncode == 0
+        time.sleep(0.5)
+        stopped = _job(tmp_path, "stop", env=env)
+        assert stopped.stdout.strip() == "stopped", stopped.stderr
+        assert (tmp_path / "unwound").exists()
+    finally:
+        _job(tmp_path, "stop", env=env)
+        subprocess.run(["git", "-C", str(SCRIPT.parents[1]), "worktree", "remove", "--force", str(tmp_path / "wt")],
+                       capture_output=True)
