@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Grow the bundled pools of the default policy setup to their target sizes: the train pool to 1,200
-# train questions x K=8 (90.7% of the first 600 are mixed, so about 1,090 mixed), then the sealed
-# test pool to 500 test questions from position 300 x K=16, then a DivInit pool of 150 other dev
-# questions x K=8 (the transfer pool of another strategy). The dev pool (200 x 16) and the first
-# 600 train questions are done.
+# train questions x K=8 (90.7% of the first 600 are mixed, so about 1,090 mixed), then a DivInit pool
+# of 150 other dev questions x K=8 (the transfer pool of another strategy), then the sealed test pool
+# to 500 test questions from position 300 x K=16. The sealed pool comes last because only the final
+# evaluation reads it: with the train and DivInit pools done, `training/ship_wikileads.sh dev` (every
+# choice, every transfer row) can run while the sealed pool grows. The dev pool (200 x 16) is done.
 #
 # Every stage is resumable and extendable: within a run a killed stage continues from its shard, and
 # each stage rewrites its pool file with everything finished every 15 minutes (`snapshot_minutes`).
@@ -32,4 +33,4 @@ train() { rollout --split train --limit "$1" --k 8 --out "$out/wikileads-train.j
 sealed() { rollout --split test --offset 300 --limit "$1" --k 16 --out "$out/wikileads-test-sealed.jsonl.gz" "${@:2}"; }
 divinit() { rollout --split dev --offset 200 --limit "$1" --k 8 --out "$out/wikileads-dev-divinit.jsonl.gz" \
               strategy=divinit "${@:2}"; }
-train 1200 "$@"; sealed 500 "$@"; divinit 150 "$@"
+train 1200 "$@"; divinit 150 "$@"; sealed 500 "$@"

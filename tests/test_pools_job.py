@@ -87,7 +87,7 @@ def test_start_returns_at_once_and_drain_ends_every_stage(tmp_path):
             raise AssertionError("the job still runs 10 s after drain")
         calls = (tmp_path / "calls.log").read_text().splitlines()
         assert [c.split(" --out ")[1].split()[0].rsplit("/", 1)[1] for c in calls] == [
-            "wikileads-train.jsonl.gz", "wikileads-test-sealed.jsonl.gz", "wikileads-dev-divinit.jsonl.gz"]
+            "wikileads-train.jsonl.gz", "wikileads-dev-divinit.jsonl.gz", "wikileads-test-sealed.jsonl.gz"]
         assert all(f"stop_file={tmp_path}/job/drain" in c for c in calls)
     finally:
         _job(tmp_path, "stop", env=env)
