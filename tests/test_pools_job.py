@@ -1,4 +1,5 @@
-"""data/pools_job.sh collect: grown pools come back into the checkout only whole and only when larger."""
+"""data/pools_job.sh: grown pools come back into the checkout only whole and only when larger; start, drain and
+stop control the job without holding the caller or racing the rollout under it."""
 
 from __future__ import annotations
 
