@@ -77,6 +77,10 @@ case "${1:-}" in
     if [[ -e $RUNS/sealed/results.json ]]; then
       echo "error: $RUNS/sealed/results.json exists: the sealed pool has been evaluated already" >&2; exit 1
     fi
+    if [[ ! -f $SEALED.meta.json ]]; then
+      echo "error: $SEALED.meta.json not found: without its sidecar the sealed pool cannot be checked" >&2; exit 1
+    fi
+    # Pools written before snapshots existed have no snapshot key: they are finished pools.
     if [[ $("${TS[@]}" validate $SEALED --field extra.snapshot 2>/dev/null || echo false) != false ]]; then
       echo "error: $SEALED is a snapshot of a rollout still in progress; finish it first" >&2; exit 1
     fi
