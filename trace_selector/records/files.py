@@ -246,9 +246,10 @@ def meta_field(pool_path: str | Path, dotted: str) -> Any:
     if not path.exists():
         raise InputError(f"{path}: no sidecar next to the pool")
     value: Any = asdict(read_meta(pool_path))
-    for depth, key in enumerate(dotted.split(".")):
+    keys = dotted.split(".")
+    for depth, key in enumerate(keys):
         if not isinstance(value, dict) or key not in value:
-            raise FormatError(path, None, ".".join(dotted.split(".")[: depth + 1]), "no such field")
+            raise FormatError(path, None, ".".join(keys[: depth + 1]), "no such field")
         value = value[key]
     return value
 
