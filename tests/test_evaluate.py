@@ -166,6 +166,7 @@ class FakeSelection:
     sample_id: int
     answer: str
     scores: dict = field(default_factory=dict)
+    fallback: str | None = None
 
 
 class FakeSelector:

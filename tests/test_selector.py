@@ -99,3 +99,24 @@ def test_push_to_hub_failure_is_one_line(checkpoint):
     with pytest.raises(InputError, match=r"^publish me/x to http://127.0.0.1:9 failed \(") as err:
         Selector.from_pretrained(checkpoint).push_to_hub("me/x", endpoint="http://127.0.0.1:9", token="hf_dummy")
     assert "\n" not in str(err.value)
+
+
+def test_a_question_without_a_graph_falls_back_to_majority_vote(checkpoint):
+    from trace_selector import Selector
+    from trace_selector.records import Pool, QuestionGroup, Step, Trajectory, read_pool
+    from trace_selector.selector import NO_GRAPH
+
+    def traj(qid, sample, answer):  # answered without a search that returned anything: never a candidate
+        return Trajectory(qid, "Which city is the capital of France?", sample, answer,
+                          [Step("search", "capital", documents=[])], ["Paris"])
+
+    scored = read_pool(POOL).groups[0]
+    unsearched = QuestionGroup("u", "Which city is the capital of France?", ["Paris"],
+                               [traj("u", 0, "Lyon"), traj("u", 1, "Paris"), traj("u", 2, "paris!")])
+    unanswered = QuestionGroup("n", "Which city is the capital of France?", ["Paris"], [traj("n", 0, "")])
+    picks = Selector.from_pretrained(checkpoint).select(Pool(groups=[unsearched, scored, unanswered]))
+    assert [p.question_id for p in picks] == ["u", scored.question_id, "n"]
+    u, s, n = picks
+    assert (u.sample_id, u.answer, u.correct, u.fallback) == (1, "Paris", 1.0, NO_GRAPH)  # 2 of 3 say Paris
+    assert s.fallback is None and s.scores and s.sample_id in s.scores
+    assert (n.sample_id, n.answer, n.fallback) == (None, "", "no trajectory has an answer")

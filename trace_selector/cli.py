@@ -304,7 +304,9 @@ def _select(p: argparse.ArgumentParser) -> Handler:
         write_selections(selections, a.out)
         known = [s.correct for s in selections if s.correct is not None]
         acc = f", accuracy {sum(known) / len(known):.4f} on {len(known)} labelled" if known else ""
-        print(f"{len(selections)} questions -> {a.out}{acc}")
+        fallbacks = sum(1 for s in selections if s.fallback)
+        fell = f"; {fallbacks} without a candidate to score (see `fallback`)" if fallbacks else ""
+        print(f"{len(selections)} questions -> {a.out}{acc}{fell}")
         return 0
 
     return run

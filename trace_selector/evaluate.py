@@ -243,10 +243,11 @@ class TraceMethod:
         for g in groups:
             s = by_q.get(g.question_id)
             if s is None or s.sample_id is None:
-                picks.append(Pick(g.question_id, None, "", fallback="selector returned no selection"))
+                reason = s.fallback if s is not None and s.fallback else "selector returned no selection"
+                picks.append(Pick(g.question_id, None, "", fallback=reason))
             else:
                 scores = {int(k): float(v) for k, v in dict(s.scores or {}).items()}
-                picks.append(Pick(g.question_id, int(s.sample_id), s.answer, scores=scores))
+                picks.append(Pick(g.question_id, int(s.sample_id), s.answer, scores=scores, fallback=s.fallback))
         return picks
 
 

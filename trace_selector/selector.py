@@ -27,7 +27,7 @@ import torch
 from trace_selector.errors import InputError
 from trace_selector.graph.encoder import make_encoder
 from trace_selector.graph.plan import graph_options
-from trace_selector.records import Pool
+from trace_selector.records import Pool, QuestionGroup
 from trace_selector.records.pick import Pick
 
 Selection = Pick
@@ -101,6 +101,30 @@ def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]
     return {g.question_id: _selection(g.question_id, g["answer"].sample_id.tolist(), g.answers,
                                       g["answer"].y.tolist(), s)
             for g, s in zip(graphs, scores) if s.numel()}
+
+
+NO_GRAPH = "majority vote: no trajectory has both an answer and a search result"
+"""`Pick.fallback` of a question the network could not score."""
+
+
+def vote_fallback(groups: Sequence[QuestionGroup]) -> dict[str, Pick]:
+    """Majority-vote picks (`records.answers.vote`), keyed by question id, for questions without a graph.
+
+    Returning nothing there would score such a question as wrong for the selector while every vote
+    baseline answers it: at budget k=1 a trajectory that answered without searching would cost the
+    selector a point that majority vote, picking the same trajectory, keeps."""
+    from trace_selector.records.answers import is_correct, vote
+
+    out = {}
+    for g in groups:
+        traj, _ = vote(g.trajectories)
+        if traj is None:
+            out[g.question_id] = Pick(g.question_id, None, "", fallback="no trajectory has an answer")
+            continue
+        correct = is_correct(traj, g.golden_answers)
+        out[g.question_id] = Pick(g.question_id, traj.sample_id, traj.answer, fallback=NO_GRAPH,
+                                  correct=None if correct is None else float(correct))
+    return out
 
 
 class Selector:
@@ -200,8 +224,11 @@ class Selector:
         return build_graphs(pool, self.encoder, graph_options(self.config))
 
     def select(self, pool: Pool | str | Path) -> list[Pick]:
-        """One `Pick` per question of `pool`, in pool order (sample_id None when no trajectory
-        of the question could be scored)."""
+        """One `Pick` per question of `pool`, in pool order.
+
+        A question without a graph (no trajectory has both an answer and a search result, so none
+        is a candidate) gets majority vote over its answers, with `Pick.fallback` saying so; with
+        no answer at all its sample_id is None."""
         if not isinstance(pool, Pool):
             from trace_selector.records import read_pool
 
@@ -214,7 +241,10 @@ class Selector:
             rows, table = embed_plans(plans, self.encoder)
             scores = score_plans(self.net, plans, rows, table, self.batch_size, self.device)
             by_q = selections_from_plans(plans, scores)
-        return [by_q.get(g.question_id) or Pick(g.question_id, None, "") for g in pool.groups]
+        missing = [g for g in pool.groups if g.question_id not in by_q]
+        if missing:
+            by_q.update(vote_fallback(missing))
+        return [by_q[g.question_id] for g in pool.groups]
 
 
 def write_selections(selections: Sequence[Pick], path: str | Path) -> None:
