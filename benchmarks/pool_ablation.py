@@ -23,10 +23,11 @@ import numpy as np
 import torch
 
 from trace_selector import paths
+from trace_selector.atomic import atomic_write
 from trace_selector.baselines.registry import build_fast
 from trace_selector.config import load_config
 from trace_selector.evaluate import restrict, score_pick
-from trace_selector.paired import paired_difference
+from trace_selector.paired import Paired, paired_difference
 from trace_selector.records import Pool, read_pool
 from trace_selector.selector import Selector
 from trace_selector.train import ABLATIONS, TrainConfig, train
@@ -66,6 +67,7 @@ def main() -> None:
     ap.add_argument("--small-k", type=int, default=8, help="also score with the first k trajectories per question")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--keep", default=None, help="folder for the run folders, reused on a rerun (default: a temp folder)")
+    ap.add_argument("--out", default=None, help="also write the table and the paired differences as JSON (training/targets.py reads it)")
     ap.add_argument("overrides", nargs="*", help="extra training overrides for every variant (key=value)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -119,12 +121,28 @@ def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, flo
             cells.append(f"{statistics.mean(xs):.1f}" + (f" ± {statistics.stdev(xs):.1f}" if len(xs) > 1 else ""))
         val = f"{statistics.mean(vals):.1f}" if vals else "-"
         print(f"| {name} | " + " | ".join(cells) + f" | {val} | {sec:.0f} |")
+    paired = {}
     if "full" in per_question and len(per_question) > 1:
         print(f"\npaired against full TRACE at K={full_k} (per question, correctness averaged over seeds; "
               f"difference [95% bootstrap interval over questions] won/lost):")
         for name, hits in per_question.items():
             if name != "full":
-                print(f"  full - {name}: " + paired_difference(per_question["full"], hits).to_text())
+                paired[name] = paired_difference(per_question["full"], hits)
+                print(f"  full - {name}: " + paired[name].to_text())
+    if args.out:
+        with atomic_write(args.out) as fh:
+            json.dump(record(args, n_train, len(test.groups), full_k, sizes, rows, paired), fh, indent=2)
+            fh.write("\n")
+
+
+def record(args: argparse.Namespace, n_train: int, n_test: int, full_k: int, sizes: list[int],
+           rows: list[tuple[str, dict[int, list[float]], list[float], float]], paired: dict[str, Paired]) -> dict:
+    """What `--out` writes: per row the EM of every seed at each k, and full minus each variant."""
+    return {"train_pool": args.train_pool, "n_train": n_train, "test_pool": args.test_pool, "n_test": n_test,
+            "k": full_k, "sizes": sizes, "seeds": args.seeds,
+            "rows": {name: {"em": {str(k): xs for k, xs in ems.items()}, "val": vals, "train_seconds": sec}
+                     for name, ems, vals, sec in rows},
+            "paired_vs_full": {name: pair.to_dict() for name, pair in paired.items()}}
 
 
 if __name__ == "__main__":

@@ -50,11 +50,21 @@ evaluate() {  # pool, output folder, extra flags
     --update-card "$@" threads=1
 }
 
-ablations() {  # test pool
+ablations() {  # test pool, JSON output
   say "ablations of the paper configuration (3 seeds each) scored on $1"
   nice -n "$NICE" "$PY" benchmarks/pool_ablation.py --config training/wikileads.yaml --train-pool $TRAIN \
     --test-pool "$1" --variants full,no_gnn,no_cross --seeds 3 --small-k 8 --keep "$RUNS/ablation" \
-    data.val_pool=$DEV
+    --out "$2" data.val_pool=$DEV
+}
+
+targets() {  # results folder, ablation JSON (may not exist yet)
+  say "targets"
+  local extra=() f
+  if [[ -f $2 ]]; then extra+=(--ablation "$2"); fi
+  for f in "$RUNS"/transfer-*/results.json; do
+    if [[ -f $f ]]; then extra+=(--transfer "$f"); fi
+  done
+  "$PY" training/targets.py "$1" "${extra[@]}"
 }
 
 case "${1:-}" in
@@ -66,7 +76,8 @@ case "${1:-}" in
       if [[ -f $pool ]]; then evaluate "$pool" "$RUNS/transfer-$(basename "$pool" .jsonl.gz)"
       else echo "skip transfer: $pool does not exist yet"; fi
     done
-    if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV | tee "$RUNS/ablation-dev.txt"; fi
+    if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
+    targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
     ;;
   sealed)
     # runs/ is not committed, so the record that the sealed pool was read is: a later session on a
@@ -91,7 +102,8 @@ case "${1:-}" in
     echo "recorded in $RECORD: commit it with the results"
     "${TS[@]}" validate $SEALED
     evaluate $SEALED "$RUNS/sealed"
-    ablations $SEALED | tee "$RUNS/sealed/ablation.txt"
+    ablations $SEALED "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/ablation.txt"
+    targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
     ;;
   *)
     sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;

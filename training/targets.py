@@ -1,0 +1,151 @@
+"""Where the shipped wikileads selectors stand against the targets they are shipped for.
+
+Reads what `training/ship_wikileads.sh` writes and prints one line per target: the measured figure,
+then `met` or `MISSED`. It reports; it never fails a run, so a missed target is read, not hidden.
+
+    .venv/bin/python training/targets.py runs/ship/sealed                 # the final numbers
+    .venv/bin/python training/targets.py runs/ship/dev --ablation runs/ship/ablation-dev.json \\
+        --transfer runs/ship/transfer-wikileads-0.5b-dev runs/ship/transfer-wikileads-dev-divinit
+
+The targets (issue 15), on the pool of RESULTS (results.json of `trace-selector evaluate`):
+- `trace` (the paper's configuration) at least majority vote + 3 EM, the paired 95% interval above 0;
+- `trace` at least majority vote at every budget k of the curve, and `trace` at k=8 at least majority
+  vote at the pool's full K;
+- `trace_grounded` (ours) at least the best heuristic (`grounded_vote`, `weighted_token`) + 2 EM;
+- every ablation of the paper configuration below the full model (`benchmarks/pool_ablation.py --out`).
+Transfer pools are listed against majority vote; no target, but a row below it must say so in its card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HEURISTICS = ("grounded_vote", "weighted_token")
+"""The heuristics `trace_grounded` has to beat."""
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A JSON file, or a one-line error naming it."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        sys.exit(f"error: {path}: not found")
+    except json.JSONDecodeError as e:
+        sys.exit(f"error: {path}: line {e.lineno}: not JSON ({e.msg})")
+
+
+def method(results: dict[str, Any], name: str, source: Path) -> dict[str, Any]:
+    """The results entry of one scored method, or a one-line error naming the file and the method."""
+    entry = results.get("methods", {}).get(name)
+    if entry is None or "em" not in entry:
+        why = entry.get("skipped", "not in the file") if isinstance(entry, dict) else "not in the file"
+        sys.exit(f"error: {source}: methods.{name}: {why}")
+    return entry
+
+
+def pair_text(pair: dict[str, Any]) -> str:
+    """``+3.1 [+1.0, +5.2], 24 won / 9 lost``."""
+    return f"{pair['diff']:+.1f} [{pair['low']:+.1f}, {pair['high']:+.1f}], {pair['won']} won / {pair['lost']} lost"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def pool_targets(results: dict[str, Any], source: Path) -> list[tuple[str, bool]]:
+    """(line, met) for every target read from one results.json."""
+    lines: list[tuple[str, bool]] = []
+    trace, majority = method(results, "trace", source), method(results, "majority", source)
+    pair = trace.get("vs_majority")
+    if pair is None:
+        sys.exit(f"error: {source}: methods.trace.vs_majority: missing (results of an older evaluate?)")
+    ok = pair["diff"] >= 3.0 and pair["low"] > 0.0
+    lines.append((f"trace {trace['em']:.1f} vs majority {majority['em']:.1f}: {pair_text(pair)} "
+                  f"(target >= +3.0, interval above 0)", ok))
+
+    curve = results.get("budget_curve") or {}
+    if "trace" in curve and "majority" in curve:
+        # k=1 is no selection: every method takes the one trajectory
+        ks = sorted(int(k) for k in curve["majority"] if int(k) >= 2)
+        behind = [k for k in ks if curve["trace"][str(k)] < curve["majority"][str(k)]]
+        cells = ", ".join(f"k={k} {curve['trace'][str(k)] - curve['majority'][str(k)]:+.1f}" for k in ks)
+        lines.append((f"trace - majority along the budget curve: {cells} (target >= 0 at every k)", not behind))
+        full = str(max(ks))
+        if "8" in curve["trace"] and full != "8":
+            at8, maj_full = curve["trace"]["8"], curve["majority"][full]
+            lines.append((f"trace at k=8 {at8:.1f} vs majority at k={full} {maj_full:.1f} (target >=)", at8 >= maj_full))
+    else:
+        lines.append((f"{source}: no budget curve for trace and majority (evaluate without budget=false)", False))
+
+    grounded = method(results, "trace_grounded", source)
+    best = max(HEURISTICS, key=lambda n: method(results, n, source)["em"])
+    best_em = method(results, best, source)["em"]
+    lines.append((f"trace_grounded {grounded['em']:.1f} vs the best heuristic ({best}) {best_em:.1f}: "
+                  f"{grounded['em'] - best_em:+.1f} (target >= +2.0)", grounded["em"] - best_em >= 2.0))
+    return lines
+
+
+def ablation_targets(ablation: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(line, met) per ablation variant: its mean EM at full K below the full model's."""
+    k = str(ablation["k"])
+    rows = ablation["rows"]
+    if "full" not in rows:
+        sys.exit("error: ablation file: rows.full: missing (run pool_ablation.py with the full variant)")
+    full = sum(rows["full"]["em"][k]) / len(rows["full"]["em"][k])
+    lines = []
+    for name, row in rows.items():
+        if name == "full" or name not in ablation.get("paired_vs_full", {}):
+            continue
+        em = sum(row["em"][k]) / len(row["em"][k])
+        pair = ablation["paired_vs_full"][name]
+        lines.append((f"ablation {name} {em:.1f} vs full {full:.1f} at K={k} (mean of {len(row['em'][k])} seeds): "
+                      f"full - {name} {pair_text(pair)} (target: below full)", em < full))
+    return lines
+
+
+def transfer_lines(results: dict[str, Any], source: Path) -> list[str]:
+    """One line per selector row of a transfer pool, against majority vote."""
+    majority = method(results, "majority", source)
+    out = []
+    for name, entry in results.get("methods", {}).items():
+        if "checkpoint" in entry and "vs_majority" in entry:
+            below = entry["em"] < majority["em"]
+            out.append(f"{Path(results['pool']).name}: {name} {entry['em']:.1f} vs majority {majority['em']:.1f}: "
+                       f"{pair_text(entry['vs_majority'])}" + ("  (below majority: its card must warn)" if below else ""))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("results", type=Path, help="folder with results.json (or a .json file)")
+    ap.add_argument("--ablation", type=Path, default=None, help="JSON of benchmarks/pool_ablation.py --out")
+    ap.add_argument("--transfer", type=Path, nargs="+", action="extend", default=[],
+                    help="folders (or files) of transfer-pool results; repeatable")
+    args = ap.parse_args(argv)
+
+    def results_file(p: Path) -> Path:
+        return p if p.suffix == ".json" else p / "results.json"
+
+    source = results_file(args.results)
+    results = load(source)
+    checks = pool_targets(results, source)
+    if args.ablation is not None:
+        checks += ablation_targets(load(args.ablation))
+    print(f"{results['pool']} ({results['n_questions']} questions, K={results['k']})")
+    for line, ok in checks:
+        print(f"- {verdict(ok)}: {line}")
+    for path in args.transfer:
+        for line in transfer_lines(load(results_file(path)), results_file(path)):
+            print(f"- transfer: {line}")
+    missed = sum(not ok for _, ok in checks)
+    print(f"{len(checks) - missed} of {len(checks)} targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
