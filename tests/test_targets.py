@@ -131,3 +131,10 @@ def test_errors_name_the_file_and_field(tmp_path):
         targets.main([str(bad)])
     with pytest.raises(SystemExit, match=r"nowhere/results.json: not found"):
         targets.main([str(tmp_path / "nowhere")])
+    res = write(tmp_path, "results.json", results(majority=87.0, trace=91.0, trace_grounded=94.0,
+                                                  grounded_vote=90.0, weighted_token=90.0))
+    abl = write(tmp_path, "abl.json", {"k": 16, "rows": {"no_gnn": {"em": {"16": [88.0]}}}, "paired_vs_full": {}})
+    with pytest.raises(SystemExit, match=r"abl.json: rows.full: missing"):
+        targets.main([str(res), "--ablation", str(abl)])
+    with pytest.raises(SystemExit, match=r"abl.json: k: missing"):
+        targets.main([str(res), "--ablation", str(write(tmp_path, "abl.json", {"rows": {}}))])

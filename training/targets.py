@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from trace_selector.paired import points
 
 HEURISTICS = ("grounded_vote", "weighted_token")
 """The heuristics `trace_grounded` has to beat."""
@@ -49,7 +52,7 @@ def method(results: dict[str, Any], name: str, source: Path) -> dict[str, Any]:
 
 def pair_text(pair: dict[str, Any]) -> str:
     """``+3.1 [+1.0, +5.2], 24 won / 9 lost``."""
-    return f"{pair['diff']:+.1f} [{pair['low']:+.1f}, {pair['high']:+.1f}], {pair['won']} won / {pair['lost']} lost"
+    return f"{points(pair['diff'])} [{points(pair['low'])}, {points(pair['high'])}], {pair['won']} won / {pair['lost']} lost"
 
 
 def verdict(ok: bool) -> str:
@@ -72,7 +75,7 @@ def pool_targets(results: dict[str, Any], source: Path) -> list[tuple[str, bool]
         # k=1 is no selection: every method takes the one trajectory
         ks = sorted(int(k) for k in curve["majority"] if int(k) >= 2)
         behind = [k for k in ks if curve["trace"][str(k)] < curve["majority"][str(k)]]
-        cells = ", ".join(f"k={k} {curve['trace'][str(k)] - curve['majority'][str(k)]:+.1f}" for k in ks)
+        cells = ", ".join(f"k={k} {points(curve['trace'][str(k)] - curve['majority'][str(k)])}" for k in ks)
         lines.append((f"trace - majority along the budget curve: {cells} (target >= 0 at every k)", not behind))
         full = str(max(ks))
         if "8" in curve["trace"] and full != "8":
@@ -82,25 +85,29 @@ def pool_targets(results: dict[str, Any], source: Path) -> list[tuple[str, bool]
         lines.append((f"{source}: no budget curve for trace and majority (evaluate without budget=false)", False))
 
     grounded = method(results, "trace_grounded", source)
-    best = max(HEURISTICS, key=lambda n: method(results, n, source)["em"])
-    best_em = method(results, best, source)["em"]
-    lines.append((f"trace_grounded {grounded['em']:.1f} vs the best heuristic ({best}) {best_em:.1f}: "
-                  f"{grounded['em'] - best_em:+.1f} (target >= +2.0)", grounded["em"] - best_em >= 2.0))
+    heuristic = {n: method(results, n, source)["em"] for n in HEURISTICS}
+    best = max(heuristic, key=heuristic.__getitem__)
+    lead = grounded["em"] - heuristic[best]
+    lines.append((f"trace_grounded {grounded['em']:.1f} vs the best heuristic ({best}) {heuristic[best]:.1f}: "
+                  f"{points(lead)} (target >= +2.0)", lead >= 2.0))
     return lines
 
 
-def ablation_targets(ablation: dict[str, Any]) -> list[tuple[str, bool]]:
+def ablation_targets(ablation: dict[str, Any], source: Path) -> list[tuple[str, bool]]:
     """(line, met) per ablation variant: its mean EM at full K below the full model's."""
+    for key in ("k", "rows"):
+        if key not in ablation:
+            sys.exit(f"error: {source}: {key}: missing (not written by pool_ablation.py --out?)")
     k = str(ablation["k"])
     rows = ablation["rows"]
     if "full" not in rows:
-        sys.exit("error: ablation file: rows.full: missing (run pool_ablation.py with the full variant)")
-    full = sum(rows["full"]["em"][k]) / len(rows["full"]["em"][k])
+        sys.exit(f"error: {source}: rows.full: missing (run pool_ablation.py with the full variant)")
+    full = statistics.mean(rows["full"]["em"][k])
     lines = []
     for name, row in rows.items():
         if name == "full" or name not in ablation.get("paired_vs_full", {}):
             continue
-        em = sum(row["em"][k]) / len(row["em"][k])
+        em = statistics.mean(row["em"][k])
         pair = ablation["paired_vs_full"][name]
         lines.append((f"ablation {name} {em:.1f} vs full {full:.1f} at K={k} (mean of {len(row['em'][k])} seeds): "
                       f"full - {name} {pair_text(pair)} (target: below full)", em < full))
@@ -135,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     results = load(source)
     checks = pool_targets(results, source)
     if args.ablation is not None:
-        checks += ablation_targets(load(args.ablation))
+        checks += ablation_targets(load(args.ablation), args.ablation)
     print(f"{results['pool']} ({results['n_questions']} questions, K={results['k']})")
     for line, ok in checks:
         print(f"- {verdict(ok)}: {line}")
