@@ -35,6 +35,9 @@ case "${1:-}" in
     shift
     if running; then echo "error: the pool job is running already (pid $(cat "$pidfile")); stop it first" >&2; exit 1; fi
     if [[ ! -x $py ]]; then echo "error: $py not found: run make setup first" >&2; exit 1; fi
+    # A new machine has no prepared setting (corpus, index, questions) in its home yet; a prepared
+    # one is checked and kept, so this costs a few seconds.
+    "$py" -m trace_selector.cli data prepare --setting wikileads >/dev/null
     head=$(git rev-parse HEAD)
     git worktree prune  # a worktree folder deleted by hand stays registered until pruned
     if [[ -d $wt ]]; then git -C "$wt" checkout -q --detach "$head"; else git worktree add -q --detach "$wt" "$head"; fi
