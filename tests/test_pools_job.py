@@ -70,6 +70,7 @@ def test_start_returns_at_once_and_drain_ends_every_stage(tmp_path):
     stage gets the stop file, and drain ends them all."""
     stub = tmp_path / "python"
     stub.write_text('#!/usr/bin/env bash\necho "$*" >> "$STUB_LOG"\n'
+                    'case "$*" in *"data prepare"*) exit 0;; esac\n'
                     'for a in "$@"; do case $a in stop_file=*) f=${a#stop_file=};; esac; done\n'
                     'while [[ ! -f $f ]]; do sleep 0.1; done\n')
     stub.chmod(0o755)
@@ -86,7 +87,9 @@ def test_start_returns_at_once_and_drain_ends_every_stage(tmp_path):
             time.sleep(0.1)
         else:
             raise AssertionError("the job still runs 10 s after drain")
-        calls = (tmp_path / "calls.log").read_text().splitlines()
+        prepare, *calls = (tmp_path / "calls.log").read_text().splitlines()
+        # a new machine has no prepared setting: start builds it (or checks it) before the job
+        assert prepare == "-m trace_selector.cli data prepare --setting wikileads"
         assert [c.split(" --out ")[1].split()[0].rsplit("/", 1)[1] for c in calls] == [
             "wikileads-train.jsonl.gz", "wikileads-dev-divinit.jsonl.gz", "wikileads-test-sealed.jsonl.gz"]
         assert all(f"stop_file={tmp_path}/job/drain" in c for c in calls)
@@ -100,7 +103,7 @@ def test_stop_waits_for_the_rollout_under_the_script(tmp_path):
     """The rollout unwinds (holding its pool's lock) after the script above it is gone: stop returns
     only when it has exited too, so a start right after cannot meet the old lock."""
     stub = tmp_path / "python"
-    stub.write_text('#!/usr/bin/env bash\ntrap \'sleep 2; touch "$STUB_DONE"; exit 130\' TERM\n'
+    stub.write_text('#!/usr/bin/env bash\ncase "$*" in *"data prepare"*) exit 0;; esac\ntrap \'sleep 2; touch "$STUB_DONE"; exit 130\' TERM\n'
                     'while true; do sleep 0.1; done\n')
     stub.chmod(0o755)
     env = {"PYTHON": str(stub), "STUB_DONE": str(tmp_path / "unwound"), "POOLS_WORKTREE": str(tmp_path / "wt")}
