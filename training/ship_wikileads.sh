@@ -57,6 +57,17 @@ ablations() {  # test pool, JSON output
     --out "$2" data.val_pool=$DEV
 }
 
+transfers() {  # all | missing: the transfer pools, each scored by both shipped checkpoints
+  local pool out
+  for pool in "${TRANSFER[@]}"; do
+    out=$RUNS/transfer-$(basename "$pool" .jsonl.gz)
+    if [[ ! -f $pool ]]; then echo "skip transfer: $pool does not exist yet"; continue; fi
+    # runs/ is not committed: a new machine has no transfer rows for the sealed run's targets.
+    if [[ $1 == missing && -f $out/results.json ]]; then continue; fi
+    evaluate "$pool" "$out"
+  done
+}
+
 targets() {  # results folder, ablation JSON (may not exist yet)
   say "targets"
   local extra=() f
@@ -72,10 +83,7 @@ case "${1:-}" in
     train_and_ship training/wikileads.yaml trace checkpoints/wikileads
     train_and_ship training/wikileads-grounded.yaml trace-grounded checkpoints/wikileads-grounded
     evaluate $DEV "$RUNS/dev"
-    for pool in "${TRANSFER[@]}"; do
-      if [[ -f $pool ]]; then evaluate "$pool" "$RUNS/transfer-$(basename "$pool" .jsonl.gz)"
-      else echo "skip transfer: $pool does not exist yet"; fi
-    done
+    transfers all
     if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
     targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
     ;;
@@ -103,6 +111,7 @@ case "${1:-}" in
     "${TS[@]}" validate $SEALED
     evaluate $SEALED "$RUNS/sealed"
     ablations $SEALED "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/ablation.txt"
+    transfers missing
     targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
     ;;
   *)
