@@ -4,9 +4,11 @@
 #
 #   training/ship_wikileads.sh dev       # train both (3 seeds each, best on the dev pool), copy them to
 #                                        # checkpoints/, evaluate dev and transfer pools, ablations on dev
+#   training/ship_wikileads.sh prepare   # while the sealed pool grows: the sealed run's ablation trainings
+#                                        # and transfer scores, so `sealed` later only scores
 #   training/ship_wikileads.sh sealed    # the single evaluation of the sealed test pool (final numbers)
 #
-# `dev` never reads the sealed pool. `sealed` refuses to run twice: it writes the committed record
+# `dev` and `prepare` never read the sealed pool. `sealed` refuses to run twice: it writes the committed record
 # training/sealed-evaluation.txt, and runs/ship/sealed/ holds its results (delete both only if the
 # first run did not finish); it refuses a sealed pool that is still a rollout snapshot, too.
 # Environment: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship),
@@ -50,11 +52,12 @@ evaluate() {  # pool, output folder, extra flags
     --update-card "$@" threads=1
 }
 
-ablations() {  # test pool, JSON output
-  say "ablations of the paper configuration (3 seeds each) scored on $1"
+ablations() {  # test pool and JSON output, or neither: train the runs only (kept and reused)
+  local test=()
+  if [[ $# -gt 0 ]]; then test=(--test-pool "$1" --out "$2"); say "ablations of the paper configuration (3 seeds each) scored on $1"
+  else say "ablations of the paper configuration (3 seeds each): training only"; fi
   nice -n "$NICE" "$PY" benchmarks/pool_ablation.py --config training/wikileads.yaml --train-pool $TRAIN \
-    --test-pool "$1" --variants full,no_gnn,no_cross --seeds 3 --small-k 8 --keep "$RUNS/ablation" \
-    --out "$2" data.val_pool=$DEV
+    --variants full,no_gnn,no_cross --seeds 3 --small-k 8 --keep "$RUNS/ablation" "${test[@]}" data.val_pool=$DEV
 }
 
 transfers() {  # all | missing: the transfer pools, each scored by both shipped checkpoints
@@ -87,6 +90,10 @@ case "${1:-}" in
     if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
     targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
     ;;
+  prepare)
+    ablations
+    transfers missing
+    ;;
   sealed)
     # runs/ is not committed, so the record that the sealed pool was read is: a later session on a
     # fresh clone must see it too.
@@ -115,5 +122,5 @@ case "${1:-}" in
     targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
