@@ -365,3 +365,26 @@ def test_seeds_must_be_distinct_integers(tmp_path, capsys):
     assert "comma-separated integers" in capsys.readouterr().err
     assert main(["train", *TINY, f"out_dir={tmp_path}", "--seeds", "1,1"]) != 0
     assert "distinct seeds" in capsys.readouterr().err
+
+
+def test_sigterm_during_fit_exits_nonzero_and_leaves_no_selector(tmp_path):
+    # The signal is sent from inside the first training step, so the test does not race a timer.
+    script = f"""
+import os, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import torch
+torch.set_num_threads(1)
+from trace_selector import train as t
+from tests.test_train import tiny_config
+step = t.SelectorModule.training_step
+def stepped(self, batch, batch_idx):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return step(self, batch, batch_idx)
+t.SelectorModule.training_step = stepped
+t.train(tiny_config(__import__('pathlib').Path({str(tmp_path)!r}), "optim.epochs=3"))
+print("finished")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 128 + 15, proc.stderr[-2000:]
+    assert "finished" not in proc.stdout
+    assert not (tmp_path / "tiny" / "selector").exists()
