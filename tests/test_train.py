@@ -18,6 +18,7 @@ from trace_selector.errors import InputError
 from trace_selector.records import Document, Pool, QuestionGroup, Step, Trajectory, write_pool
 from trace_selector.records.synthetic import SyntheticConfig, make_pool
 from trace_selector.selector import Selector
+from trace_selector.shutdown import EXIT_CODE
 from trace_selector.train import (
     TrainConfig,
     is_mixed,
@@ -385,6 +386,6 @@ t.train(tiny_config(__import__('pathlib').Path({str(tmp_path)!r}), "optim.epochs
 print("finished")
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 128 + 15, proc.stderr[-2000:]
+    assert proc.returncode == EXIT_CODE, proc.stderr[-2000:]  # what every interrupted command exits with
     assert "finished" not in proc.stdout
     assert not (tmp_path / "tiny" / "selector").exists()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -517,12 +516,14 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         dump_config(cfg, run_dir / "config.yaml")
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+    from trace_selector.shutdown import EXIT_CODE
+
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=str(last) if resume else None)
     except SIGTERMException as exc:
         # Lightning ends fit on SIGTERM with a bare SystemExit, exit status 0: a sweep or a script
         # under `set -e` would go on as if the half-trained run had finished.
-        raise SystemExit(128 + signal.SIGTERM) from exc
+        raise SystemExit(EXIT_CODE) from exc
 
     if not ckpt.best_model_path:
         # max_steps ended training before the first epoch-end validation: validate now, so every
