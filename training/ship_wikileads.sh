@@ -54,8 +54,12 @@ evaluate() {  # pool, output folder, extra flags
 
 ablations() {  # test pool and JSON output, or neither: train the runs only (kept and reused)
   local test=()
-  if [[ $# -gt 0 ]]; then test=(--test-pool "$1" --out "$2"); say "ablations of the paper configuration (3 seeds each) scored on $1"
-  else say "ablations of the paper configuration (3 seeds each): training only"; fi
+  if [[ $# -gt 0 ]]; then
+    test=(--test-pool "$1" --out "$2")
+    say "ablations of the paper configuration (3 seeds each) scored on $1"
+  else
+    say "ablations of the paper configuration (3 seeds each): training only"
+  fi
   nice -n "$NICE" "$PY" benchmarks/pool_ablation.py --config training/wikileads.yaml --train-pool $TRAIN \
     --variants full,no_gnn,no_cross --seeds 3 --small-k 8 --keep "$RUNS/ablation" "${test[@]}" data.val_pool=$DEV
 }
