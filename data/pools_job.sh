@@ -10,8 +10,11 @@
 #   data/pools_job.sh stop      # SIGTERM to the job's process group at once: the chunk in flight is lost
 #
 # Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), POOLS_DEST (the
-# checkout's pools, default data/pools), PYTHON (default this checkout's .venv/bin/python). Extra
-# arguments to `start` go to grow_pools.sh (rollout overrides).
+# checkout's pools, default data/pools), PYTHON (default this checkout's .venv/bin/python),
+# POOLS_SCRIPT (the stages to run, default data/grow_pools.sh: the wikileads pools) and POOLS_NAMES
+# (the committed pools `start` copies out, default the wikileads ones). Extra arguments to `start` go
+# to the stage script (rollout overrides). The multi-hop pools:
+#   POOLS_SCRIPT=data/grow_wikihops_pools.sh POOLS_NAMES="$(data/grow_wikihops_pools.sh --pools)" data/pools_job.sh start
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -19,6 +22,8 @@ out=$(realpath -m "${POOLS_DIR:-../pools}")
 wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
 py=${PYTHON:-$repo/.venv/bin/python}
 dest_dir=${POOLS_DEST:-data/pools}
+script=${POOLS_SCRIPT:-data/grow_pools.sh}
+names=${POOLS_NAMES:-wikileads-train wikileads-test-sealed wikileads-dev-divinit}
 pidfile=$out/grow.pid
 # Every stage gets stop_file=$drainfile: a rollout that sees it ends between chunks with a snapshot,
 # and the stages after it end before they start.
@@ -37,14 +42,14 @@ case "${1:-}" in
     if [[ ! -x $py ]]; then echo "error: $py not found: run make setup first" >&2; exit 1; fi
     # A new machine has no prepared setting (corpus, index, questions) in its home yet; a prepared
     # one is checked and kept, so this costs a few seconds.
-    "$py" -m trace_selector.cli data prepare --setting wikileads >/dev/null
+    for setting in wikileads wikihops; do "$py" -m trace_selector.cli data prepare --setting $setting >/dev/null; done
     head=$(git rev-parse HEAD)
     git worktree prune  # a worktree folder deleted by hand stays registered until pruned
     if [[ -d $wt ]]; then git -C "$wt" checkout -q --detach "$head"; else git worktree add -q --detach "$wt" "$head"; fi
     mkdir -p "$out"
     # A committed pool replaces the job folder's copy only when it holds more: the folder may be this
     # session's own, newer work.
-    for name in wikileads-train wikileads-test-sealed wikileads-dev-divinit; do
+    for name in $names; do
       pool=$dest_dir/$name.jsonl.gz
       [[ -f $pool ]] || continue
       dest=$out/$(basename "$pool")
@@ -60,7 +65,7 @@ case "${1:-}" in
     # setsid may fork, so $! would name a process that is gone: the new session leader writes its own pid.
     # The subshell's own output goes to the log too, or it would hold the caller's stdout open.
     (cd "$wt" && PYTHONPATH=$wt PYTHON=$py PIDFILE=$pidfile nohup setsid bash -c 'echo $$ > "$PIDFILE"; exec "$@"' \
-       grow data/grow_pools.sh "$out" "stop_file=$drainfile" "$@" &) >> "$out/grow.log" 2>&1 < /dev/null
+       grow "$script" "$out" "stop_file=$drainfile" "$@" &) >> "$out/grow.log" 2>&1 < /dev/null
     for _ in $(seq 50); do [[ -s $pidfile ]] && running && break; sleep 0.1; done
     echo "started (pid $(cat "$pidfile")) at commit ${head:0:7}; log: $out/grow.log"
     ;;

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from trace_selector import shutdown
 from trace_selector.errors import InputError
+from trace_selector.search.setting import BUNDLED
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -74,7 +75,8 @@ def _validate(p: argparse.ArgumentParser) -> Handler:
 def _data(p: argparse.ArgumentParser) -> Handler:
     sub = p.add_subparsers(dest="action", required=True)
     prep = sub.add_parser("prepare", help="build a bundled search setting's corpus, pages, questions and index")
-    prep.add_argument("--setting", default="wikileads", help="bundled setting to build (default: wikileads)")
+    prep.add_argument("--setting", default="wikileads", choices=BUNDLED,
+                      help="bundled setting to build: wikileads (single-hop, the default) or wikihops (multi-hop)")
     prep.add_argument("--out", type=Path, default=None, help="output folder (default: $TRACE_SELECTOR_HOME/settings/<setting>)")
     prep.add_argument("--force", action="store_true", help="rebuild even if the files exist")
     summ = sub.add_parser("summary", help="print a prepared setting's summary and quality report")

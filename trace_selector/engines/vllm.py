@@ -97,8 +97,19 @@ class VLLMConfig:
     at 128; a multiple of 32 is what the CPU kernels want."""
     seed: int = 0
     """Engine seed (the only seed applied on CPU)."""
+    speculative_ngram: int = 0
+    """Tokens proposed per step by vLLM's n-gram (prompt-lookup) speculative decoding, 0 = off. The
+    proposals are copied from the prompt, so they help where the model repeats what it read (names
+    and years from search results); rejection sampling keeps the output distribution unchanged."""
+    ngram_lookup: tuple[int, int] = (2, 4)
+    """Shortest and longest n-gram matched in the prompt to propose a continuation."""
 
     def __post_init__(self) -> None:
+        self.ngram_lookup = tuple(self.ngram_lookup)
+        if self.speculative_ngram < 0:
+            raise InputError(f"speculative_ngram must be >= 0, got {self.speculative_ngram}")
+        if len(self.ngram_lookup) != 2 or not 1 <= self.ngram_lookup[0] <= self.ngram_lookup[1]:
+            raise InputError(f"ngram_lookup must be [min, max] with 1 <= min <= max, got {list(self.ngram_lookup)}")
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got '{self.dtype}'")
         if self.max_model_len < 64:
@@ -201,6 +212,10 @@ class VLLMEngine(ChatTokenizerMixin):
             extra["kv_cache_memory_bytes"] = int(cfg.kv_cache_gib * 2**30)
         if cfg.block_size is not None:
             extra["block_size"] = cfg.block_size
+        if cfg.speculative_ngram:
+            extra["speculative_config"] = {"method": "ngram", "num_speculative_tokens": cfg.speculative_ngram,
+                                           "prompt_lookup_min": cfg.ngram_lookup[0],
+                                           "prompt_lookup_max": cfg.ngram_lookup[1]}
         t0 = time.perf_counter()
         self.llm = vllm.LLM(
             model=self.model_path,

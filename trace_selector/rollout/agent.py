@@ -58,7 +58,8 @@ class AgentConfig:
     max_context: int = 4096
     """Context length of the engine; a rollout whose prompt would not fit is forced to answer."""
     prompt: str = "plain"
-    """System prompt variant: plain, or clues (WebQA only: search with the question's own words)."""
+    """System prompt variant: plain; clues (WebQA: search with the question's own words); hops (WebQA,
+    multi-hop questions: one fact per search, the bridge name carried into the next query)."""
     top_logprobs: int = 20
     """Candidates per token for DeepConf token confidence, recorded at generation time (the paper
     uses 20, vLLM's maximum here); 0 records only the sampled token's log-probability."""
@@ -83,7 +84,8 @@ class AgentConfig:
         if not 0 <= self.top_logprobs <= 20:
             raise ValueError(f"top_logprobs must be in [0, 20] (the engine's max_logprobs), got {self.top_logprobs}")
         if self.prompt not in {v for _, v in prompts.SYSTEM_PROMPTS}:
-            raise ValueError(f"prompt must be one of plain|clues, got {self.prompt!r}")
+            known = "|".join(sorted({v for _, v in prompts.SYSTEM_PROMPTS}))
+            raise ValueError(f"prompt must be one of {known}, got {self.prompt!r}")
 
 
 # --- parsing ----------------------------------------------------------------------------------------

@@ -54,6 +54,31 @@ Question: Which Hungarian city on both banks of the Danube is the country's capi
 """WebQA prompt variant (`agent.prompt=clues`) that teaches searching with the question's own words: the
 plain prompt's agent searched guessed names and answered from them (see data/pools/README.md)."""
 
+WEBQA_HOPS_SYSTEM = """\
+You answer questions by searching an encyclopedia. Most questions need two searches or more: the first \
+finds a name, the next uses that name. Work in turns. In every turn, first think briefly inside \
+<think> </think>, then write exactly one action:
+<search>keywords</search> looks one fact up; the top results come back inside <information> </information>.
+<answer>short answer</answer> ends the task.
+Search for one fact at a time, using the question's own clue words. When a result gives you a name, put \
+that name in your next search. Answer only when the results state the answer; reply with the name, \
+year or place you read, never a document number.
+
+Example.
+Question: In what year was the person born who designed the Orvanne lighthouse?
+<think>Two facts: who designed the Orvanne lighthouse, then that person's birth year.</think>
+<search>designed Orvanne lighthouse</search>
+<information>Doc 1 (Title: Orvanne lighthouse) The Orvanne lighthouse is a stone tower designed by Mireille \
+Sauvat.</information>
+<think>The designer is Mireille Sauvat. Now her birth year.</think>
+<search>Mireille Sauvat born</search>
+<information>Doc 1 (Title: Mireille Sauvat) Mireille Sauvat (1802–1871) was a French engineer.</information>
+<think>Mireille Sauvat was born in 1802.</think>
+<answer>1802</answer>"""
+"""Multi-hop prompt variant (`agent.prompt=hops`, the wikihops recipe): one fact per search, the bridge
+name carried into the next query. Its worked example is about invented names, so it states no fact
+that any question of any split asks about."""
+
 BROWSING_SYSTEM = """\
 You answer questions by browsing a small encyclopedia website. Work in turns. In every turn, first \
 think briefly inside <think> </think>, then write exactly one action:
@@ -122,6 +147,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 SYSTEM_PROMPTS = {
     ("webqa", "plain"): WEBQA_SYSTEM,
     ("webqa", "clues"): WEBQA_CLUES_SYSTEM,
+    ("webqa", "hops"): WEBQA_HOPS_SYSTEM,
     ("browsing", "plain"): BROWSING_SYSTEM,
 }
 """(agent kind, prompt variant) -> system prompt."""

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Grow the multi-hop (wikihops) pools of the default policy setup (rollout/wikihops-standard.yaml) to
+# their target sizes, in an order that makes each pool usable early:
+#   1. train: 400 train questions x K=8 (a first selector can train on it);
+#   2. dev: 200 dev questions (0-199) x K=8;
+#   3. train: extended to all 1,477 train questions (target: >= 800 mixed questions);
+#   4. dev: extended to K=16;
+#   5. DivInit and standard sampling on the same 150 other dev questions (200-349) x K=8, the
+#      matched-compute comparison (no other pool uses these questions);
+#   6. the sealed test pool: 400 test questions x K=16, last, because only the final evaluation reads it.
+#
+# Every stage is resumable and extendable (a killed stage continues from its shard; each stage
+# rewrites its pool with everything finished every 15 minutes). data/pools_job.sh runs it from a
+# worktree at a fixed commit and copies the pools back for committing:
+#
+#   POOLS_SCRIPT=data/grow_wikihops_pools.sh POOLS_NAMES="$(data/grow_wikihops_pools.sh --pools)" data/pools_job.sh start
+#   data/pools_job.sh collect      # the grown pools back into data/pools, to commit
+#   data/pools_job.sh drain        # stop after the chunk in flight, with a snapshot (then collect)
+#
+# OUT_DIR defaults to data/pools. Extra arguments are rollout overrides for every stage.
+set -euo pipefail
+if [[ ${1:-} == --pools ]]; then
+  echo "wikihops-train wikihops-dev wikihops-dev-divinit wikihops-dev-standard150 wikihops-test-sealed"; exit 0
+fi
+out=${1:-data/pools}
+shift || true
+py=${PYTHON:-python}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-0-1} VLLM_CPU_NUM_OF_RESERVED_CPU=${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}
+export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
+"$py" -m trace_selector.cli data prepare --setting wikihops >/dev/null
+# A stage that dies (an engine crash, an OOM kill) is retried from its shard; a bad command line fails
+# the same way every time, so three failures in a row end the script.
+retry() { for attempt in 1 2 3; do "$@" && return 0; echo "stage failed (attempt $attempt): $*" >&2; sleep 10; done; return 1; }
+rollout() { retry "$py" -m trace_selector.cli rollout --config rollout/wikihops-standard.yaml "$@"; }
+train() { rollout --split train --limit "$1" --k 8 --out "$out/wikihops-train.jsonl.gz" "${@:2}"; }
+dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" "${@:2}"; }
+matched() { rollout --split dev --offset 200 --limit 150 --k 8 --out "$out/wikihops-dev-$1.jsonl.gz" "strategy=${2:-$1}" "${@:3}"; }
+sealed() { rollout --split test --limit "$1" --k 16 --out "$out/wikihops-test-sealed.jsonl.gz" "${@:2}"; }
+train 400 "$@"; dev 8 "$@"; train 1477 "$@"; dev 16 "$@"
+matched divinit divinit "$@"; matched standard150 standard "$@"
+sealed 400 "$@"
