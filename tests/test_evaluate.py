@@ -316,3 +316,13 @@ def test_first_questions_only_and_reference_must_be_a_method(pool_file, tmp_path
     assert main(["evaluate", "--pool", str(pool_file), "--methods", "majority", "--reference", "trace",
                  "--out", str(tmp_path / "r.json")]) == 1
     assert "reference 'trace' is not among the methods" in capsys.readouterr().err
+
+
+def test_help_lists_every_method(capsys):
+    from trace_selector.baselines.registry import ALL_METHODS
+
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the list
+    missing = [m for m in ALL_METHODS if m not in text]
+    assert not missing and "majority_adaptive_ac" in text and "trace_adaptive" in text

@@ -41,3 +41,9 @@ def test_bad_input_and_empty():
     with pytest.raises(ValueError, match="resamples"):
         paired_difference([1], [0], resamples=0)
     assert paired_difference([], []).n == 0
+
+
+def test_scale_keeps_other_quantities_in_their_unit():
+    # Trajectories used per question: A uses 2 fewer on every question.
+    p = paired_difference([4, 6, 8], [6, 8, 10], resamples=20, scale=1.0)
+    assert (p.diff, p.low, p.high, p.won, p.lost) == (-2.0, -2.0, -2.0, 0, 3)

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from trace_selector import shutdown
 from trace_selector.errors import InputError
-from trace_selector.search.setting import BUNDLED
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -73,6 +72,8 @@ def _validate(p: argparse.ArgumentParser) -> Handler:
 
 
 def _data(p: argparse.ArgumentParser) -> Handler:
+    from trace_selector.search.setting import BUNDLED  # names only; the builders load on use
+
     sub = p.add_subparsers(dest="action", required=True)
     prep = sub.add_parser("prepare", help="build a bundled search setting's corpus, pages, questions and index")
     prep.add_argument("--setting", default="wikileads", choices=BUNDLED,
@@ -128,8 +129,13 @@ def _search(p: argparse.ArgumentParser) -> Handler:
 
 
 def _evaluate(p: argparse.ArgumentParser) -> Handler:
+    from trace_selector.baselines.registry import ALL_METHODS  # names only: no torch, no model
+
     p.add_argument("--pool", default=None, help="rollout pool to evaluate on")
-    p.add_argument("--methods", default=None, help="comma-separated methods (see trace_selector.baselines.registry)")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated methods, of: " + ", ".join(ALL_METHODS) + "; 'trace' and 'trace_adaptive' "
+                        "stand for every --checkpoint's row NAME and NAME_adaptive (adaptive rows stop sampling "
+                        "when sure; settings adaptive.*)")
     p.add_argument("--checkpoint", action="append", default=None, metavar="[NAME=]PATH",
                    help="selector checkpoint folder or Hub id, one row per checkpoint named NAME (default 'trace'); "
                         "repeat to compare, e.g. --checkpoint trace=checkpoints/wikileads "
@@ -143,6 +149,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--engine", default=None, help="engine spec for LLM methods: vllm, vllm:<model>, http://host:port")
     p.add_argument("--out", default=None, help="results.json path (default results.json)")
     p.add_argument("--plot", default=None, help="budget-curve PNG path")
+    p.add_argument("--calibration", default=None, metavar="PNG",
+                   help="reliability-diagram PNG of the selector rows' confidences (ECE in results.json either way)")
     p.add_argument("--per-question", default=None, help="per-question JSONL path")
     p.add_argument("--budget-llm", action="store_true", default=None, help="include LLM methods in the budget curve")
     p.add_argument("--no-budget", dest="budget", action="store_false", default=None, help="skip the budget curve")
@@ -159,14 +167,14 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
 
         flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "questions": a.questions, "reference": a.reference, "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
-                 "budget": a.budget}
+                 "budget": a.budget, "calibration": a.calibration}
         from trace_selector.atomic import check_writable
 
         cfg = load_eval_config(a.config, flags, a.set + a.overrides)
         cards = [path for path in cfg.selectors().values() if Path(path, "README.md").is_file()]
         if a.update_card and not cards:
             raise InputError("--update-card needs --checkpoint to be a local folder with a README.md model card")
-        for key in ("out", "plot", "per_question"):  # as resolved: a YAML or KEY=VALUE may have set them
+        for key in ("out", "plot", "per_question", "calibration"):  # as resolved: a YAML or KEY=VALUE may have set them
             if getattr(cfg, key):
                 check_writable(getattr(cfg, key), key)
         for path in cards if a.update_card else []:
@@ -401,7 +409,7 @@ def build_parser(command: str | None = None) -> tuple[argparse.ArgumentParser, d
     return parser, handlers
 
 
-_OUTPUT_ARGS = ("out", "plot", "per_question", "out_dir")
+_OUTPUT_ARGS = ("out", "plot", "per_question", "out_dir", "calibration")
 """Argument names that hold a path a command writes. Outputs set through a config (evaluate's
 ``out=``, train's ``out_dir``, quickstart's ``out_dir``) are checked by the command once resolved."""
 

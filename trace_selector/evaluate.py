@@ -29,11 +29,20 @@ interval over questions (`bootstrap` resamples, seeded by `seed`) and the questi
 
 A method that cannot run (no log-probs, no stated confidence, no checkpoint, no LLM engine) appears
 in results.json as ``{"skipped": reason}``; it is never scored as wrong.
+
+Adaptive rows (``majority_adaptive_ac``, ``majority_adaptive_esc``, ``<selector>_adaptive``;
+`trace_selector.adaptive`) see each question's trajectories in waves and stop when sure. Every row gets
+``mean_trajectories`` (and ``mean_generated_tokens`` when the pool records them); fixed-K rows use
+every trajectory, `single` one. Adaptive rows also get their threshold sweep (``adaptive_curve``, drawn
+in the budget plot against trajectories used), and ``trajectories_vs_<row>``: trajectories used per
+question paired with every row whose EM is within `AdaptiveConfig.match_points`. Selector rows get a
+``calibration`` entry (calibration.py; ``--calibration`` draws the reliability diagram).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import time
@@ -42,11 +51,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_selector.adaptive import (
+    ADAPTIVE_SUFFIX,
+    AdaptiveConfig,
+    AdaptiveMethod,
+    ConfidenceRule,
+    WaveTable,
+    build_adaptive,
+    usage,
+    wave_items,
+)
 from trace_selector.atomic import atomic_write
 from trace_selector.baselines.confidence import ConfidenceConfig
 from trace_selector.baselines.llm import LLMConfig
 from trace_selector.baselines.pick import Method
-from trace_selector.baselines.registry import ALL_METHODS, FAST_METHODS, LLM_METHODS, MODEL_METHODS
+from trace_selector.baselines.registry import (
+    ADAPTIVE_METHODS,
+    ADAPTIVE_VOTE_METHODS,
+    ALL_METHODS,
+    FAST_METHODS,
+    LLM_METHODS,
+    MODEL_METHODS,
+)
+from trace_selector.calibration import Calibration, calibrate, plot_reliability, scored_pick
 from trace_selector.config import dump_config, load_config, to_dict
 from trace_selector.errors import InputError
 from trace_selector.paired import BOOTSTRAP_RESAMPLES, Paired, paired_difference
@@ -70,6 +97,8 @@ def named_checkpoints(checkpoint: str | Sequence[str] | None) -> dict[str, str]:
             raise ValueError(f"checkpoint name {name!r} is given twice")
         if name in ALL_METHODS and name not in MODEL_METHODS:
             raise ValueError(f"checkpoint name {name!r} is a baseline method's name; pick another")
+        if name.endswith(ADAPTIVE_SUFFIX):  # NAME_adaptive is the adaptive row of checkpoint NAME
+            raise ValueError(f"checkpoint name {name!r} ends in {ADAPTIVE_SUFFIX!r}, which names adaptive rows; pick another")
         out[name] = path
     return out
 
@@ -99,7 +128,9 @@ class EvalConfig:
     engine: str = "vllm"
     """Engine spec for LLM methods (`engines.make_engine`): ``vllm``, ``vllm:<model>``, ``http://...``."""
     plot: str | None = None
-    """Budget-curve PNG path (None: no plot)."""
+    """Budget-curve PNG path (None: no plot); adaptive rows are drawn on it against trajectories used."""
+    calibration: str | None = None
+    """Reliability-diagram PNG of the selector rows' confidences (None: not drawn)."""
     per_question: str | None = None
     """Per-question JSONL path (None: not written)."""
     budget: bool = True
@@ -128,6 +159,8 @@ class EvalConfig:
     """DeepConf token-confidence settings (``weighted_token``)."""
     llm: LLMConfig = field(default_factory=LLMConfig)
     """LLM aggregator and judge settings."""
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    """Adaptive rows: wave size, stopping thresholds, selector temperatures."""
 
     def __post_init__(self) -> None:
         if isinstance(self.methods, str):
@@ -138,9 +171,24 @@ class EvalConfig:
             at = self.methods.index("trace")
             rest = [n for n in selectors if n not in self.methods or n == "trace"]
             self.methods = self.methods[:at] + rest + [m for m in self.methods[at + 1:] if m not in rest]
-        unknown = [m for m in self.methods if m not in ALL_METHODS and m not in selectors]
+        if selectors and "trace_adaptive" in self.methods:  # the same for the adaptive rows
+            at = self.methods.index("trace_adaptive")
+            rows = [n + ADAPTIVE_SUFFIX for n in selectors]
+            rest = [r for r in rows if r not in self.methods or r == "trace_adaptive"]
+            self.methods = self.methods[:at] + rest + [m for m in self.methods[at + 1:] if m not in rest]
+        known = set(ALL_METHODS) | set(selectors) | {n + ADAPTIVE_SUFFIX for n in selectors}
+        unknown = [m for m in self.methods if m not in known]
         if unknown:
-            raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(ALL_METHODS)}")
+            raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(ALL_METHODS)}"
+                             + "".join(f", {n}, {n}{ADAPTIVE_SUFFIX}" for n in selectors if n != "trace"))
+        adaptive_rows = [m for m in self.methods if m.endswith(ADAPTIVE_SUFFIX) or m in ADAPTIVE_METHODS]
+        for key in ("thresholds", "temperature"):
+            stray = [r for r in getattr(self.adaptive, key) if r not in adaptive_rows]
+            if stray:
+                raise ValueError(f"adaptive.{key}: {', '.join(map(repr, stray))} is not an adaptive row of this run "
+                                 f"({', '.join(adaptive_rows) or 'none'})")
+        if any(r in ADAPTIVE_VOTE_METHODS for r in self.adaptive.temperature):
+            raise ValueError("adaptive.temperature applies to selector rows only, not to majority_adaptive_*")
         if not self.methods:
             raise ValueError("no methods given")
         if len(set(self.methods)) != len(self.methods):
@@ -293,7 +341,47 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
         elif m in selectors or m == "trace":
             methods[m] = TraceMethod(selectors.get(m), pool, name=m, encoder_runtime=cfg.encoder_runtime,
                                      encoder_threads=cfg.encoder_threads)
+    for m in cfg.methods:
+        if m in ADAPTIVE_VOTE_METHODS:
+            methods[m] = build_adaptive(m, cfg.adaptive)
+        elif m.endswith(ADAPTIVE_SUFFIX):
+            base = m.removesuffix(ADAPTIVE_SUFFIX)
+            # The fixed-K row's selector when it runs too: one checkpoint load, one embedding cache.
+            trace = methods.get(base)
+            if not isinstance(trace, TraceMethod):
+                trace = TraceMethod(selectors.get(base), pool, name=base, encoder_runtime=cfg.encoder_runtime,
+                                    encoder_threads=cfg.encoder_threads)
+            methods[m] = build_adaptive(m, cfg.adaptive, trace)
     return methods, skipped, engine
+
+
+def em_of(group: QuestionGroup, pick: Pick) -> float:
+    """EM in [0, 1] of a pick (what adaptive tables and calibration labels read)."""
+    return score_pick(group, pick)[0]
+
+
+def set_temperatures(cfg: EvalConfig, methods: dict[str, Method]) -> dict[str, str]:
+    """Each selector adaptive row's temperature: `AdaptiveConfig.temperature`, else fitted on
+    `AdaptiveConfig.calibration_pool` (every wave of its questions), else 1. Returns where each came from."""
+    from trace_selector.calibration import fit_temperature
+    from trace_selector.records import read_pool
+
+    sources: dict[str, str] = {}
+    calibration_groups: list[QuestionGroup] | None = None
+    for name, method in methods.items():
+        if not (isinstance(method, AdaptiveMethod) and isinstance(method.rule, ConfidenceRule)):
+            continue
+        if name in cfg.adaptive.temperature:
+            sources[name] = "given"
+        elif cfg.adaptive.calibration_pool and method.check([]) is None:
+            if calibration_groups is None:
+                calibration_groups = restrict(read_pool(cfg.adaptive.calibration_pool).groups, cfg.k)
+            history = method.waves(calibration_groups)
+            method.rule.temperature = fit_temperature(wave_items(history, calibration_groups, em_of))
+            sources[name] = f"fitted on {cfg.adaptive.calibration_pool}"
+        else:
+            sources[name] = "none (T = 1: set adaptive.temperature or adaptive.calibration_pool)"
+    return sources
 
 
 def subset_sizes(max_k: int) -> list[int]:
@@ -364,6 +452,10 @@ def summarize(name: str, run: MethodRun, groups: Sequence[QuestionGroup]) -> dic
         "parse_failures": sum(p.parse_failures for p in run.picks),
         "fallbacks": sum(1 for p in run.picks if p.fallback),
     }
+    used = [usage(g, p) for g, p in zip(groups, run.picks)]
+    entry["mean_trajectories"] = round(sum(u[0] for u in used) / n, 4)
+    if groups and all(u[1] is not None for u in used):
+        entry["mean_generated_tokens"] = round(sum(u[1] for u in used) / n, 2)  # type: ignore[misc]
     report = sum(p.extra.get("report_tokens", 0) for p in run.picks)
     traj = sum(p.extra.get("trajectory_tokens", 0) for p in run.picks)
     if traj:
@@ -402,6 +494,7 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
     methods, skipped, engine = build_methods(cfg, pool)
     runs: dict[str, MethodRun] = {}
     try:
+        temperature_sources = set_temperatures(cfg, methods)
         for name in cfg.methods:
             if name in skipped:
                 continue
@@ -414,7 +507,9 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
             runs[name] = MethodRun(picks, time.perf_counter() - t0).score(groups)
         curve: dict[str, dict[str, float]] = {}
         if cfg.budget and groups:
-            curve_methods = {n: methods[n] for n in runs if cfg.budget_llm or n not in LLM_METHODS}
+            # Adaptive rows choose their own subset size; they are drawn against trajectories used instead.
+            curve_methods = {n: methods[n] for n in runs if (cfg.budget_llm or n not in LLM_METHODS)
+                             and not isinstance(methods[n], AdaptiveMethod)}
             curve = budget_curve(curve_methods, groups, cfg.budget_subsets, cfg.seed)
     finally:
         if engine is not None:
@@ -436,17 +531,56 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
         if callable(describe) and name in runs:  # settings a reader needs next to the number (window, caps)
             results["methods"][name]["settings"] = describe()
     for name, method in methods.items():
-        if isinstance(method, TraceMethod) and name in runs:
-            results["methods"][name]["load_seconds"] = round(method.load_seconds, 3)
+        trace = method.base if isinstance(method, AdaptiveMethod) else method
+        if isinstance(trace, TraceMethod) and name in runs:
+            results["methods"][name]["load_seconds"] = round(trace.load_seconds, 3)
             # What the checkpoint is (trace = the paper's configuration), whatever the row is called.
-            results["methods"][name]["checkpoint"] = method.checkpoint
-            results["methods"][name]["selector_method"] = method.selector.method
+            results["methods"][name]["checkpoint"] = trace.checkpoint
+            results["methods"][name]["selector_method"] = trace.selector.method
+    calibrations = add_adaptive(cfg, results, groups, methods, runs, temperature_sources)
     if engine is not None and hasattr(engine, "info"):
         results["engine"] = engine.info()
     add_paired(cfg, results, groups, runs)
 
     write_outputs(cfg, results, groups, runs)
+    if cfg.calibration and calibrations:
+        plot_reliability(calibrations, cfg.calibration, title=Path(results["pool"]).name)
     return results
+
+
+def add_adaptive(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup], methods: dict[str, Method],
+                 runs: dict[str, MethodRun], temperature_sources: dict[str, str]) -> dict[str, Calibration]:
+    """Adaptive rows' cost, fixed-K reference and threshold sweep (``adaptive_curve``), and every
+    selector row's ``calibration``; returns the calibrations for the reliability diagram."""
+    calibrations: dict[str, Calibration] = {}
+    results["adaptive_curve"] = {}
+    for name, method in methods.items():
+        if name not in runs:
+            continue
+        entry = results["methods"][name]
+        if isinstance(method, AdaptiveMethod):
+            table = WaveTable.build(method.history, groups, em_of)
+            entry["fixed_k_em"] = round(table.point(math.inf).em, 4)  # the same method never stopping early
+            entry["stopped_early"] = sum(1 for g, p in zip(groups, runs[name].picks)
+                                         if p.extra.get("trajectories_used", 0) < len(g.trajectories))
+            results["adaptive_curve"][name] = [pt.to_dict() for pt in table.sweep(cfg.adaptive.curve_points)]
+            if isinstance(method.rule, ConfidenceRule):
+                cal = calibrate(wave_items(method.history, groups, em_of), method.rule.temperature,
+                                temperature_sources.get(name, ""))
+                calibrations[name] = cal
+                entry["calibration"] = {**cal.to_dict(), "picks": "every wave of every question"}
+        elif isinstance(method, TraceMethod):
+            # At the temperature the row's adaptive sibling reads (given or fitted elsewhere); else fitted
+            # here, in-sample, which says how far temperature scaling can go but is optimistic.
+            sibling = methods.get(name + ADAPTIVE_SUFFIX)
+            given = (isinstance(sibling, AdaptiveMethod) and isinstance(sibling.rule, ConfidenceRule)
+                     and not temperature_sources.get(sibling.name, "").startswith("none"))
+            items = [scored_pick(g, p, em_of(g, p) == 1.0) for g, p in zip(groups, runs[name].picks)]
+            cal = calibrate(items, sibling.rule.temperature if given else None,  # type: ignore[union-attr]
+                            temperature_sources[sibling.name] if given else "fitted on this pool (in-sample)")  # type: ignore[union-attr]
+            calibrations[name] = cal
+            entry["calibration"] = {**cal.to_dict(), "picks": "every question at full K"}
+    return calibrations
 
 
 def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup],
@@ -472,6 +606,17 @@ def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Questi
             if other != name:
                 pair = paired_difference(mine, theirs, resamples=cfg.bootstrap, seed=cfg.seed)
                 results["methods"][name][f"vs_{other}"] = pair.to_dict()
+    # Cost at (near-)equal accuracy: each adaptive row's trajectories per question against every row
+    # within match_points of its EM, paired by question (scale 1: in trajectories, not points).
+    used = {name: [usage(g, p)[0] for g, p in zip(groups, run.picks)] for name, run in runs.items()}
+    for name in runs:
+        if not (name.endswith(ADAPTIVE_SUFFIX) or name in ADAPTIVE_METHODS):
+            continue
+        for other in runs:
+            gap = abs(results["methods"][name]["em"] - results["methods"][other]["em"])
+            if other != name and gap <= cfg.adaptive.match_points + 1e-9:
+                pair = paired_difference(used[name], used[other], resamples=cfg.bootstrap, seed=cfg.seed, scale=1.0)
+                results["methods"][name][f"trajectories_vs_{other}"] = pair.to_dict()
 
 
 def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup], runs: dict[str, MethodRun]) -> None:
@@ -496,12 +641,19 @@ def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Que
                     if p.extra:  # model output, agent actions, rubric scores: what to read when a method errs
                         row["methods"][name]["details"] = p.extra
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    if cfg.plot and results["budget_curve"]:
-        plot_budget(results["budget_curve"], cfg.plot, title=Path(results["pool"]).name)
+    if cfg.plot and (results["budget_curve"] or results.get("adaptive_curve")):
+        chosen = {n: (r["mean_trajectories"], r["em"]) for n, r in results["methods"].items()
+                  if n in results.get("adaptive_curve", {})}
+        plot_budget(results["budget_curve"], cfg.plot, title=Path(results["pool"]).name,
+                    adaptive=results.get("adaptive_curve", {}), chosen=chosen)
 
 
-def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str = "") -> None:
-    """One line per method (EM vs k, log2 x axis) and a dashed oracle pass@k line, as a PNG."""
+def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str = "",
+                adaptive: dict[str, list[dict[str, Any]]] | None = None,
+                chosen: dict[str, tuple[float, float]] | None = None) -> None:
+    """One line per method (EM vs k, log2 x axis) and a dashed oracle pass@k line, as a PNG; each
+    adaptive row's threshold sweep (EM vs mean trajectories used) dotted on the same axes, its chosen
+    threshold starred."""
     # A bare Figure renders with Agg without touching pyplot's global backend (a notebook keeps its own).
     from matplotlib.figure import Figure
 
@@ -512,8 +664,13 @@ def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str
         oracle = name == "oracle_pass_at_k"
         ax.plot([int(k) for k in ks], [points[k] for k in ks], marker="o", ms=3,
                 ls="--" if oracle else "-", color="black" if oracle else None, label="oracle pass@k" if oracle else name)
+    for name, sweep in (adaptive or {}).items():
+        pts = sorted((p["mean_trajectories"], p["em"]) for p in sweep if p["mean_trajectories"] > 0)
+        line = ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", marker=".", ms=3, label=f"{name} (sweep)")
+        if chosen and name in chosen and chosen[name][0] > 0:
+            ax.plot(*chosen[name], marker="*", ms=10, color=line[0].get_color(), ls="none")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("trajectories per question (k)")
+    ax.set_xlabel("trajectories per question (k; adaptive: mean used)")
     ax.set_ylabel("EM (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -527,16 +684,18 @@ def format_table(results: dict[str, Any]) -> str:
     """Markdown table: method, EM, F1, paired differences, questions/s, tokens in/out, notes."""
     against = results.get("paired", {}).get("against", [])
     pair_heads = "".join(f" vs {a} [95% CI] won/lost |" for a in against)
+    # Trajectories used per question, only next to adaptive rows (fixed-K tables stay as they were).
+    cost = bool(results.get("adaptive_curve"))
     lines = [
         f"pool {results['pool']}: {results['n_questions']} questions, k={results['k']}, "
         f"oracle pass@k {results['oracle_pass_at_k']:.1f}%",
         "",
-        f"| method | EM | F1 |{pair_heads} questions/s | tokens in | tokens out | notes |",
-        "|---|---:|---:|" + "---:|" * len(against) + "---:|---:|---:|---|",
+        f"| method | EM | F1 |{pair_heads}{' trajectories | gen. tokens |' if cost else ''} questions/s | tokens in | tokens out | notes |",
+        "|---|---:|---:|" + "---:|" * len(against) + ("---:|---:|" if cost else "") + "---:|---:|---:|---|",
     ]
     for name, r in results["methods"].items():
         if "skipped" in r:
-            lines.append(f"| {name} | - | - |" + " - |" * len(against) + f" - | - | - | skipped: {r['skipped']} |")
+            lines.append(f"| {name} | - | - |" + " - |" * (len(against) + 2 * cost) + f" - | - | - | skipped: {r['skipped']} |")
             continue
         pairs = "".join(f" {Paired(**r[f'vs_{a}']).to_text() if f'vs_{a}' in r else '-'} |" for a in against)
         notes = []
@@ -552,8 +711,20 @@ def format_table(results: dict[str, Any]) -> str:
             notes.append(f"sampled-token log-probs, no token_conf on {r['signal']['sampled_logprob']} questions")
         if "compression_ratio" in r:
             notes.append(f"compression {r['compression_ratio']:.3f}")
-        if r.get("selector_method", name) != name:
+        if r.get("selector_method", name) not in (name, name.removesuffix(ADAPTIVE_SUFFIX)):
             notes.append(f"checkpoint is a {r['selector_method']} selector")
+        if "fixed_k_em" in r:
+            s = r.get("settings", {})
+            at = f"threshold {s['threshold']:g}" if "threshold" in s else ""
+            if "temperature" in s:
+                at += f", T={s['temperature']:g}"
+            notes.append(f"adaptive ({at}): stopped early on {r['stopped_early']}; EM {r['fixed_k_em']:.1f} at full K")
+        if cost and "calibration" in r:
+            notes.append(f"ECE {r['calibration']['ece']:.3f} (T={r['calibration']['temperature']:g})")
+        mine = ""
+        if cost:
+            tokens = r.get("mean_generated_tokens")
+            mine = f" {r['mean_trajectories']:.2f} | {'-' if tokens is None else f'{tokens:.0f}'} |"
         qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
-        lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} |{pairs} {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
+        lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} |{pairs}{mine} {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
     return "\n".join(lines)

@@ -18,7 +18,8 @@ BOOTSTRAP_RESAMPLES = 10_000
 
 @dataclass(frozen=True, slots=True)
 class Paired:
-    """Method A minus method B over the same questions, in points (per-question scores x 100)."""
+    """Method A minus method B over the same questions, in points (per-question scores x 100), or in
+    the unit of `paired_difference`'s `scale` (trajectories used, with scale 1)."""
 
     diff: float
     """Mean per-question difference."""
@@ -52,11 +53,12 @@ def points(x: float) -> str:
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = 0) -> Paired:
+                      seed: int = 0, scale: float = 100.0) -> Paired:
     """`a` minus `b`, where both hold one score in [0, 1] per question, in the same question order.
 
     The interval is the percentile bootstrap over questions (`resamples` draws with replacement,
-    seeded, so a rerun prints the same numbers)."""
+    seeded, so a rerun prints the same numbers). Differences are multiplied by `scale`: 100 turns
+    scores into points; 1 keeps any other per-question quantity (trajectories used) in its own unit."""
     import numpy as np
 
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -66,7 +68,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], resamples: int = B
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     if len(x) == 0:
         return Paired(0.0, 0.0, 0.0, 0, 0, 0)
-    d = 100.0 * (x - y)
+    d = scale * (x - y)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     # Chunked so 10k resamples of a few thousand questions never hold one giant index matrix.

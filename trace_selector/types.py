@@ -18,3 +18,7 @@ Region = Literal["reasoning", "exploration", "mixed", "homogeneous"]
 
 NodeType = str
 EdgeType = tuple[str, str, str]
+
+ConfidenceKind = Literal["probability", "margin"]
+"""How a selector's candidate scores become one confidence per question (calibration.py): the softmax
+mass of the chosen answer, or that mass minus the best other answer's."""

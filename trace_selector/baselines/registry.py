@@ -1,7 +1,8 @@
 """Method names -> method objects, the one table `evaluate` and the benchmarks build from.
 
 Fast methods need nothing; LLM methods need a `Chat` over an engine (built once, lazily, by the
-caller); `trace` is provided by `trace_selector.evaluate` because it needs a checkpoint.
+caller); `trace` is provided by `trace_selector.evaluate` because it needs a checkpoint, and the
+adaptive rows by `trace_selector.adaptive` because they wrap another method.
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ LLM_METHODS: tuple[str, ...] = ("solagg", "summagg", "aggagent", "judge_gs", "ju
 MODEL_METHODS: tuple[str, ...] = ("trace",)
 """Methods that need a trained selector checkpoint."""
 
-ALL_METHODS: tuple[str, ...] = FAST_METHODS + LLM_METHODS + MODEL_METHODS
+ADAPTIVE_VOTE_METHODS: tuple[str, ...] = ("majority_adaptive_ac", "majority_adaptive_esc")
+"""Majority vote that stops sampling early: Adaptive-Consistency's Beta rule, Early-Stopping
+Self-Consistency's window rule (trace_selector/adaptive.py)."""
+
+ADAPTIVE_METHODS: tuple[str, ...] = (*ADAPTIVE_VOTE_METHODS, "trace_adaptive")
+"""Methods replayed wave by wave on a pool, stopping when sure; ``trace_adaptive`` stands for the
+``<name>_adaptive`` row of every selector checkpoint, as ``trace`` does for their fixed-K rows."""
+
+ALL_METHODS: tuple[str, ...] = FAST_METHODS + LLM_METHODS + MODEL_METHODS + ADAPTIVE_METHODS
 
 
 def build_fast(name: str, conf: ConfidenceConfig | None = None) -> Method:

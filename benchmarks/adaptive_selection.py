@@ -1,0 +1,241 @@
+"""Budget-adaptive selection on the wikileads pools: how many trajectories each method needs when it
+may stop sampling once it is sure, against the fixed K = 16 it otherwise reads.
+
+    .venv/bin/python benchmarks/adaptive_selection.py                 # dev pool: choose settings, print
+    .venv/bin/python benchmarks/adaptive_selection.py --sealed        # once, final: dev choices on the sealed pool
+
+Rows (trace_selector/adaptive.py): Adaptive-Consistency (`majority_adaptive_ac`), Early-Stopping
+Self-Consistency (`majority_adaptive_esc`) and each shipped selector stopping on its calibrated
+confidence (`trace_adaptive`, `trace_grounded_adaptive`), trajectories arriving in sample_id order in
+waves of `--wave`. Everything is chosen on the dev pool, in-sample (so the dev rows are optimistic):
+
+- each selector's temperature, fitted on every wave of every dev question (calibration.py);
+- per row, the threshold (and for selectors the first wave allowed to stop) with the fewest
+  trajectories that reaches (a) the row's own fixed-K EM within `--tolerance` points and (b) majority
+  vote's fixed-K EM within the same tolerance, the common target at which the rows are compared
+  question by question (trajectories used, paired bootstrap of paired.py);
+- ESC has no threshold (its window is the wave); it is shown at its rule.
+
+`--sealed` first makes the same dev choices, then applies them unchanged to the sealed test pool,
+which is read nowhere else: without the flag this script refuses to open it, and with it the run
+writes `--record` and refuses to run again while that file exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV_POOL = ROOT / "data/pools/wikileads-dev.jsonl.gz"
+SEALED_POOL = ROOT / "data/pools/wikileads-test-sealed.jsonl.gz"
+CHECKPOINTS = ("trace=checkpoints/wikileads", "trace_grounded=checkpoints/wikileads-grounded")
+RECORD = ROOT / "training/sealed-adaptive-evaluation.txt"
+
+
+@dataclass(slots=True)
+class Choice:
+    """One row's setting, chosen on the dev pool."""
+
+    row: str
+    """Adaptive row name."""
+    target: str
+    """Which EM it had to reach: "own fixed K", "majority fixed K", or "rule" (ESC, the paper's default)."""
+    threshold: float
+    """Stopping threshold (inf: never stops early)."""
+    first_wave: int = 1
+    """First wave allowed to stop."""
+    temperature: float | None = None
+    """Selector rows: the temperature fitted on the dev pool."""
+
+
+def histories(groups: list, checkpoints: dict[str, str], wave: int, threads: int) -> dict[str, Any]:
+    """Every wave of every question for each row (selectors scored once per wave over all questions)."""
+    import torch
+
+    from trace_selector.adaptive import AdaptiveConfig, build_adaptive
+    from trace_selector.evaluate import TraceMethod
+    from trace_selector.records import Pool
+
+    torch.set_num_threads(threads)
+    cfg = AdaptiveConfig(wave=wave, min_waves=1)
+    rows: dict[str, Any] = {name: build_adaptive(name, cfg) for name in ("majority_adaptive_ac", "majority_adaptive_esc")}
+    for name, path in checkpoints.items():
+        trace = TraceMethod(path, Pool(groups=groups), name=name, encoder_threads=threads)
+        rows[f"{name}_adaptive"] = build_adaptive(f"{name}_adaptive", cfg, trace)
+    for name, method in rows.items():
+        t0 = time.perf_counter()
+        method.history = method.waves(groups)
+        print(f"{name}: {len(groups)} questions, every wave scored in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return rows
+
+
+def tables(rows: dict[str, Any], groups: list, temperatures: dict[str, float]) -> dict[str, Any]:
+    """`WaveTable` per row, selector statistics read at the given temperatures."""
+    from trace_selector.adaptive import ConfidenceRule, WaveTable, restate
+    from trace_selector.evaluate import em_of
+
+    out = {}
+    for name, method in rows.items():
+        if isinstance(method.rule, ConfidenceRule):
+            method.rule.temperature = temperatures[name]
+            restate(method.history, method.rule)
+        out[name] = WaveTable.build(method.history, groups, em_of)
+    return out
+
+
+def choose(name: str, table: Any, target: float, label: str, tolerance: float, temperature: float | None) -> Choice:
+    """The cheapest setting of a row reaching `target` within `tolerance` (selectors: threshold and first wave)."""
+    from trace_selector.adaptive import choose_threshold
+
+    if name == "majority_adaptive_esc":
+        return Choice(name, "rule", 1.0)
+    if temperature is None:  # AC: the threshold only
+        return Choice(name, label, choose_threshold(table, target, tolerance).threshold)
+    waves = int(table.valid.sum(axis=1).max())
+    best: tuple[Any, int] | None = None
+    for first in range(1, waves + 1):
+        point = choose_threshold(table.from_wave(first), target, tolerance)
+        reached = point.em >= target - tolerance - 1e-9
+        key = (not reached, point.mean_trajectories, -point.em)
+        if best is None or key < best[0]:
+            best = (key, first, point)  # type: ignore[assignment]
+    assert best is not None
+    return Choice(name, label, best[2].threshold, best[1], temperature)  # type: ignore[misc]
+
+
+def report(title: str, groups: list, rows: dict[str, Any], tabs: dict[str, Any], choices: list[Choice],
+           k: int, resamples: int, tolerance: float) -> dict[str, Any]:
+    """Print one pool's table (and the paired comparison at the common target); return it as a dict."""
+    import numpy as np
+
+    from trace_selector.paired import paired_difference
+
+    majority_fixed = tabs["majority_adaptive_ac"].point(math.inf)
+    print(f"\n{title}: {len(groups)} questions, K={k}; majority vote at K={k}: EM {majority_fixed.em:.1f}")
+    print("| row | target | threshold | first wave | T | EM | EM fixed K | trajectories | x K | fewer | gen. tokens | x tokens |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out: dict[str, Any] = {"pool": title, "questions": len(groups), "k": k, "rows": []}
+    per_question: dict[tuple[str, str], list[float]] = {}
+    ems: dict[tuple[str, str], list[float]] = {}
+    for c in choices:
+        table = tabs[c.row].from_wave(c.first_wave)
+        point, fixed = table.point(c.threshold), table.point(math.inf)
+        tokens = point.mean_generated_tokens
+        token_ratio = None if tokens is None or not fixed.mean_generated_tokens else tokens / fixed.mean_generated_tokens
+        thr = "-" if math.isinf(c.threshold) else f"{c.threshold:.4g}"
+        print(f"| {c.row} | {c.target} | {thr} | {c.first_wave} | {'-' if c.temperature is None else f'{c.temperature:.3g}'} "
+              f"| {point.em:.1f} | {fixed.em:.1f} | {point.mean_trajectories:.2f} | {point.mean_trajectories / k:.3f} "
+              f"| {k / point.mean_trajectories:.2f}x | {'-' if tokens is None else f'{tokens:.0f}'} "
+              f"| {'-' if token_ratio is None else f'{token_ratio:.3f}'} |")
+        out["rows"].append({"row": c.row, "target": c.target, "threshold": None if math.isinf(c.threshold) else c.threshold,
+                            "first_wave": c.first_wave, "temperature": c.temperature, "em": point.em,
+                            "fixed_k_em": fixed.em, "mean_trajectories": point.mean_trajectories,
+                            "trajectory_ratio": point.mean_trajectories / k, "mean_generated_tokens": tokens,
+                            "token_ratio": token_ratio})
+        at = table.stops(c.threshold)
+        per_question[(c.row, c.target)] = table.seen[np.arange(len(at)), at].tolist()
+        ems[(c.row, c.target)] = table.em[np.arange(len(at)), at].tolist()
+    # At (near-)equal EM: rows that reached majority vote's fixed-K EM, paired question by question.
+    common = [key for key in per_question if key[1] == "majority fixed K"]
+    matched = [(a, b) for i, a in enumerate(common) for b in common[i + 1:]
+               if abs(np.mean(ems[a]) - np.mean(ems[b])) * 100 <= 2 * tolerance + 1e-9]
+    if matched:
+        print(f"\nat majority vote's fixed-K EM (rows within {2 * tolerance:g} points of each other): "
+              "trajectories used per question, A minus B, 95% paired bootstrap, questions where A used more/fewer")
+    out["paired"] = []
+    for a, b in matched:
+        traj = paired_difference(per_question[a], per_question[b], resamples=resamples, scale=1.0)
+        em = paired_difference(ems[a], ems[b], resamples=resamples)
+        print(f"  {a[0]} vs {b[0]}: trajectories {traj.diff:+.2f} [{traj.low:+.2f}, {traj.high:+.2f}] "
+              f"{traj.won}/{traj.lost}; EM {em.to_text()}")
+        out["paired"].append({"a": a[0], "b": b[0], "trajectories": traj.to_dict(), "em": em.to_dict()})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pool", type=Path, default=DEV_POOL, help="dev pool the choices are made on (default: wikileads dev)")
+    p.add_argument("--checkpoint", action="append", default=None, metavar="NAME=PATH",
+                   help=f"selector rows (default: {' '.join(CHECKPOINTS)})")
+    p.add_argument("--wave", type=int, default=2, help="trajectories per wave (default 2)")
+    p.add_argument("--tolerance", type=float, default=0.5, help="EM points a row may lose to its target (default 0.5)")
+    p.add_argument("--threads", type=int, default=1, help="torch and encoder threads (default 1)")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="paired bootstrap resamples")
+    p.add_argument("--out", type=Path, default=None, help="JSON of the choices and tables")
+    p.add_argument("--sealed", action="store_true",
+                   help="final evaluation: apply the dev choices to the sealed test pool (reads it; once)")
+    p.add_argument("--record", type=Path, default=RECORD, help="--sealed writes this and refuses while it exists")
+    a = p.parse_args(argv)
+
+    from trace_selector.adaptive import AdaptiveConfig, wave_items
+    from trace_selector.calibration import fit_temperature
+    from trace_selector.evaluate import em_of, named_checkpoints, restrict
+    from trace_selector.records import read_pool
+
+    def is_sealed(path: Path) -> bool:
+        return path.resolve() == SEALED_POOL.resolve() or "sealed" in path.name
+
+    if is_sealed(a.pool):
+        print(f"error: {a.pool} is the sealed test pool; choices are made on a dev pool (--sealed applies them to it)",
+              file=sys.stderr)
+        return 1
+    if a.sealed and a.record.exists():
+        print(f"error: {a.record} exists: the sealed pool has been evaluated adaptively once already", file=sys.stderr)
+        return 1
+    if a.wave < 1 or a.tolerance < 0 or a.threads < 1 or a.bootstrap < 1:
+        print("error: --wave, --threads and --bootstrap must be >= 1 and --tolerance >= 0", file=sys.stderr)
+        return 1
+    try:
+        checkpoints = named_checkpoints(a.checkpoint or list(CHECKPOINTS))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    checkpoints = {n: str(ROOT / c) if not Path(c).is_absolute() and (ROOT / c).exists() else c for n, c in checkpoints.items()}
+
+    dev = restrict(read_pool(a.pool).groups, None)
+    k = max(len(g.trajectories) for g in dev)
+    rows = histories(dev, checkpoints, a.wave, a.threads)
+    temperatures = {f"{n}_adaptive": fit_temperature(wave_items(rows[f"{n}_adaptive"].history, dev, em_of))
+                    for n in checkpoints}
+    tabs = tables(rows, dev, temperatures)
+    majority_em = tabs["majority_adaptive_ac"].point(math.inf).em
+    choices: list[Choice] = []
+    for name, table in tabs.items():
+        t = temperatures.get(name)
+        if name.startswith("majority_"):  # its own fixed-K EM is majority vote's
+            choices.append(choose(name, table, majority_em, "majority fixed K", a.tolerance, t))
+            continue
+        choices.append(choose(name, table, table.point(math.inf).em, "own fixed K", a.tolerance, t))
+        choices.append(choose(name, table, majority_em, "majority fixed K", a.tolerance, t))
+    # Not chosen: AC at the paper's threshold, the selectors at `evaluate`'s defaults (dev temperature).
+    base = AdaptiveConfig()
+    defaults = [Choice("majority_adaptive_ac", "default", base.ac_threshold)]
+    defaults += [Choice(f"{n}_adaptive", "default", base.trace_threshold, base.min_waves, temperatures[f"{n}_adaptive"])
+                 for n in checkpoints]
+    results = {"dev": report(f"dev {a.pool.name} (choices made here, in-sample)", dev, rows, tabs,
+                             choices + defaults, k, a.bootstrap, a.tolerance),
+               "wave": a.wave, "tolerance": a.tolerance, "temperatures": temperatures}
+
+    if a.sealed:
+        sealed = restrict(read_pool(SEALED_POOL).groups, None)
+        rows = histories(sealed, checkpoints, a.wave, a.threads)
+        tabs = tables(rows, sealed, temperatures)
+        results["sealed"] = report(f"sealed {SEALED_POOL.name} (dev choices applied)", sealed, rows, tabs,
+                                   choices + defaults, max(len(g.trajectories) for g in sealed), a.bootstrap, a.tolerance)
+        a.record.write_text(f"benchmarks/adaptive_selection.py --sealed ran on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
+                            + json.dumps(results["sealed"], indent=1, default=str) + "\n")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
