@@ -38,13 +38,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from trace_selector.graph import build_graphs
+    from trace_selector.graph import embed_plans, plan_graphs
     from trace_selector.model import SelectorNet
     from trace_selector.records.answers import normalize_answer
     from trace_selector.records import Pool, read_pool
     from trace_selector.graph import graph_options
     from trace_selector.graph.encoder import make_encoder
-    from trace_selector.selector import score_graphs, selections_from_scores
+    from trace_selector.selector import score_plans, selections_from_plans
 
     torch.set_num_threads(a.threads)
     pool = read_pool(a.pool)
@@ -62,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         enc.encode(["warm-up: load the model (and export it for onnx) before the clock starts"])
         load_s = time.perf_counter() - t0
-        graphs, _ = build_graphs(pool, enc, options)
+        plans, _ = plan_graphs(pool, options)
+        text_rows, vectors = embed_plans(plans, enc)
         encode_s = enc.last.seconds
-        picks = selections_from_scores(graphs, score_graphs(net, graphs, 64))
+        picks = selections_from_plans(plans, score_plans(net, plans, text_rows, vectors, 64))
         em = 100 * sum(p.correct or 0.0 for p in picks.values()) / len(pool.groups)
         rows.append({"runtime": runtime, "texts": enc.last.encoded, "encode_s": encode_s,
                      "texts_per_s": enc.last.encoded / encode_s, "load_s": load_s, "em": em,

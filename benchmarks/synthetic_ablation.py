@@ -20,10 +20,10 @@ import torch
 from trace_selector.config import load_config
 from trace_selector.graph import build_graphs
 from trace_selector.graph.encoder import BagOfWordsEncoder
-from trace_selector.model import SelectorNet
 from trace_selector.records.answers import normalize_answer
 from trace_selector.records.synthetic import SyntheticConfig, make_pool
-from trace_selector.selector import graph_options, score_graphs, selections_from_scores
+from trace_selector.graph import graph_options
+from trace_selector.selector import Selector
 from trace_selector.train import ABLATIONS, PoolDataModule, TrainConfig, is_val_question, train
 
 
@@ -70,13 +70,11 @@ def main() -> None:
                 held = [g for g in train_pool.groups if is_val_question(g.question, 0.2)]
                 tr, _ = build_graphs(split, enc, opts)
                 va, _ = build_graphs(held, enc, opts)
-                te, _ = build_graphs(test_pool, enc, opts)
                 t0 = time.perf_counter()
                 result = train(cfg, datamodule=PoolDataModule(cfg, enc, graphs=(tr, va)))
                 secs.append(time.perf_counter() - t0)
-                net = SelectorNet.load_checkpoint(result.selector_dir)
-                picks = selections_from_scores(te, score_graphs(net, te))
-                tests.append(sum(bool(s.correct) for s in picks.values()) / args.test)
+                picks = Selector.from_pretrained(result.selector_dir, encoder=enc).select(test_pool)
+                tests.append(sum(bool(s.correct) for s in picks) / args.test)
                 vals.append(result.best_val_acc)
             rows.append((name, sum(tests) / len(tests), sum(vals) / len(vals), sum(secs) / len(secs)))
             print(f"[{name}] test {rows[-1][1]:.3f} val {rows[-1][2]:.3f} ({rows[-1][3]:.0f} s)", flush=True)

@@ -266,7 +266,7 @@ def _seed_list(text: str) -> list[int]:
 def _train(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--config", type=Path, default=None, help="training YAML (e.g. training/wikileads.yaml)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. optim.lr=3e-4 data.train_pool=pool.jsonl.gz (keys below)")
-    p.config = _config_class("trace_selector.train", "TrainConfig")
+    p.config = _config_class("trace_selector.train.config", "TrainConfig")
     p.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
     p.add_argument("--seeds", type=_seed_list, default=None, metavar="S,S,...",
                    help="train once per seed into <run>/seed-<s>/ and keep the best on validation as <run>/selector "

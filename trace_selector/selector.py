@@ -36,30 +36,12 @@ when the pool has gold); the old name stays for `from trace_selector import Sele
 
 
 @torch.inference_mode()
-def score_graphs(net: torch.nn.Module, graphs: Sequence[Any], batch_size: int = 64, device: str = "cpu") -> list[torch.Tensor]:
-    """Candidate scores of each graph (eval mode, batched). Returns one [A_i] tensor per graph."""
-    from torch_geometric.data import Batch
-
-    was_training = net.training
-    net.eval()
-    out: list[torch.Tensor] = []
-    try:
-        for start in range(0, len(graphs), batch_size):
-            chunk = list(graphs[start : start + batch_size])
-            batch = Batch.from_data_list(chunk).to(device)
-            scores = net(batch).float().cpu()
-            sizes = [g["answer"].num_nodes for g in chunk]
-            out.extend(scores.split(sizes))
-    finally:
-        net.train(was_training)
-    return out
-
-
-@torch.inference_mode()
 def score_plans(net: torch.nn.Module, plans: Sequence[Any], rows: dict[str, int], table: torch.Tensor,
                 batch_size: int = 64, device: str = "cpu") -> list[torch.Tensor]:
-    """`score_graphs` from graph plans and their embedding table, with no ``HeteroData`` in between
-    (graph/collate.py); the same scores, batch for batch."""
+    """Candidate scores of each plan (eval mode, batched), from graph plans and their embedding table with
+    no ``HeteroData`` in between (graph/collate.py): the one scoring path of selection and evaluation.
+    Returns one [A_i] tensor per plan. tests/graph/test_collate.py holds it equal to the network on PyG
+    batches of the materialised graphs."""
     from trace_selector.graph.collate import collate_plans
 
     was_training = net.training
@@ -91,16 +73,9 @@ def _selection(question_id: str, sample_ids: Sequence[int], answers: Sequence[st
 
 
 def selections_from_plans(plans: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Pick]:
-    """`selections_from_scores` for graph plans: argmax candidate (first on ties) per question id."""
+    """argmax candidate of each plan (first on ties), keyed by question id."""
     return {p.question_id: _selection(p.question_id, p.sample_id, p.answers, p.y, s)
             for p, s in zip(plans, scores) if s.numel()}
-
-
-def selections_from_scores(graphs: Sequence[Any], scores: Sequence[torch.Tensor]) -> dict[str, Pick]:
-    """argmax candidate of each graph (first on ties), keyed by question id."""
-    return {g.question_id: _selection(g.question_id, g["answer"].sample_id.tolist(), g.answers,
-                                      g["answer"].y.tolist(), s)
-            for g, s in zip(graphs, scores) if s.numel()}
 
 
 NO_GRAPH = "majority vote: no trajectory has both an answer and a search result"

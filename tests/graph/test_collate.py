@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from torch_geometric.data import Batch
@@ -13,15 +12,26 @@ from trace_selector.graph.encoder import HashEncoder
 from trace_selector.graph.plan import MENTIONS
 from trace_selector.model import ModelConfig, SelectorNet
 from trace_selector.records import read_pool
-from trace_selector.selector import (
-    Selector,
-    score_graphs,
-    score_plans,
-    selections_from_plans,
-    selections_from_scores,
-)
+from trace_selector.selector import Selector, score_plans, selections_from_plans
 
 from tests.conftest import DATA
+
+
+@torch.inference_mode()
+def score_graphs(net, graphs, batch_size):
+    """The slow reference: the network on PyG batches of materialised ``HeteroData`` graphs."""
+    out = []
+    for start in range(0, len(graphs), batch_size):
+        chunk = graphs[start : start + batch_size]
+        out.extend(net(Batch.from_data_list(chunk)).float().split([g["answer"].num_nodes for g in chunk]))
+    return out
+
+
+def picks_from_graphs(graphs, scores):
+    """Reference picks: per graph, the sample id of its first highest-scoring candidate and every
+    candidate's score by sample id."""
+    return {g.question_id: (int(g["answer"].sample_id[int(torch.argmax(s))]),
+                            dict(zip(g["answer"].sample_id.tolist(), s.tolist()))) for g, s in zip(graphs, scores)}
 
 
 
@@ -61,10 +71,10 @@ def test_plan_scores_and_selections_equal_graph_route(kind):
     # batch size 2: several batches, each holding the same graphs on both routes
     a, b = score_graphs(net, graphs, 2), score_plans(net, plans, rows, table, 2)
     assert len(a) == len(b) == len(graphs) and all(torch.equal(x, y) for x, y in zip(a, b))
-    assert selections_from_plans(plans, b) == selections_from_scores(graphs, a)
+    reference = picks_from_graphs(graphs, a)
+    assert {q: (p.sample_id, p.scores) for q, p in selections_from_plans(plans, b).items()} == reference
     picks = Selector(net, encoder=HashEncoder(8)).select(pool)
-    assert [p.sample_id for p in picks] == [selections_from_scores(graphs, a)[g.question_id].sample_id
-                                            for g in pool.groups]
+    assert [p.sample_id for p in picks] == [reference[g.question_id][0] for g in pool.groups]
 
 
 def test_collate_needs_plans():

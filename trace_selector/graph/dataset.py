@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from trace_selector.atomic import atomic_write
-from trace_selector.graph import build_graphs
+from trace_selector.graph.pipeline import build_graphs
 from trace_selector.graph.encoder import Encoder
 from trace_selector.graph.plan import DropReport, GraphOptions
 from trace_selector.records import Pool

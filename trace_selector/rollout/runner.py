@@ -46,9 +46,9 @@ class RolloutConfig:
     """standard | divinit | partial | replicas."""
     agent_kind: Literal["webqa", "browsing"] = "webqa"
     """ReAct search agent over passages, or browsing agent over pages."""
-    model: str = "qwen2.5-coder-0.5b"
-    """Policy model: packaged name, HF folder or hub id (see benchmarks/rollout_strategies.py for the
-    valid-action comparison that picked the default)."""
+    model: str = "qwen2.5-coder-1.5b"
+    """Policy model: packaged name, HF folder or hub id. The default is the default policy setup's
+    model (rollout/wikileads-standard.yaml), chosen by the policy study (docs/results.md §Policy)."""
     engine: str = "vllm"
     """Engine spec for `engine.make_engine`: "vllm" (in-process) or "http://host:port[,...]"."""
     engine_options: dict[str, Any] = field(default_factory=dict)
@@ -171,13 +171,42 @@ def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, tool
         return _run_locked(cfg, Path(out), engine, toolbox, questions, progress)
 
 
+@dataclass
+class _Work:
+    """The questions a run covers and what is left to generate for them."""
+
+    order: list[str]
+    """Question ids of the pool, in split order (after offset and limit)."""
+    todo: list[tuple[Any, list[int]]]
+    """(question, sample ids still missing) for every question with something left."""
+    positions: dict[str, int]
+    """Each question's position in the whole split: seeds derive from it, so an offset pool never
+    reuses the seeds of the pool that took the questions before it."""
+
+
+@dataclass
+class _Totals:
+    """Accounting of this run on top of what earlier runs recorded in the shard (cumulative over resumes)."""
+
+    t_start: float
+    base: dict[str, Any]
+    base_stats: Counter
+    base_wall: float
+    accounting: Accounting = field(default_factory=Accounting)
+
+    @classmethod
+    def resume(cls, checkpoint: dict[str, Any], t_start: float) -> _Totals:
+        return cls(t_start, checkpoint.get("accounting", {}), Counter(checkpoint.get("stats", {})),
+                   float(checkpoint.get("wall_seconds", 0.0)))
+
+    def checkpoint(self, stats: Counter, engine_info: dict[str, Any] | None = None) -> dict[str, Any]:
+        return _checkpoint(self.base, self.accounting, self.base_stats + stats,
+                           self.base_wall + time.perf_counter() - self.t_start, engine_info)
+
+
 def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questions: list[Any] | None,
                 progress: bool) -> RolloutReport:
-    from tqdm import tqdm
-
-    from trace_selector.config import dump_config
-    from trace_selector.rollout.strategies import COUPLED, STRATEGIES
-    from trace_selector.rollout.strategies.context import StrategyContext
+    from trace_selector.rollout.strategies import COUPLED
     from trace_selector.rollout.writer import ShardWriter
 
     t_start = time.perf_counter()
@@ -189,103 +218,119 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
         writer.seed_from_pool(_extendable(out, cfg))
     done = writer.resume()
     resumed = len(writer.rows)
-
     setting = None
     if questions is None or toolbox is None:
         from trace_selector.search.setting import load_setting
 
         setting = load_setting(cfg.setting)
-    if questions is None:
-        questions = setting.questions(cfg.split)
-    # Seeds derive from a question's position in the whole split, so an offset pool never reuses the
-    # seeds of the pool that took the questions before it.
-    split_position = {str(q.id): i for i, q in enumerate(questions)}
+    work = _plan_work(cfg, setting.questions(cfg.split) if questions is None else questions, done)
+
+    # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
+    own_engine = engine is None and bool(work.todo)
+    if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
+        engine = _start_engine(cfg)
+    try:
+        if toolbox is None and work.todo:
+            toolbox = _toolbox(cfg, setting)
+        totals = _Totals.resume(writer.checkpoint, t_start)
+        generated_now, stats = 0, Counter()
+        if work.todo:
+            generated_now, stats, stopped = _generate(cfg, out, writer, engine, toolbox, work, totals, stop, progress)
+            if stopped:
+                return _stopped_report(out, writer, generated_now, resumed)
+        return _finalize(cfg, out, writer, engine, work, totals.checkpoint(stats), generated_now, resumed)
+    finally:
+        if own_engine:
+            engine.close()
+
+
+def _plan_work(cfg: RolloutConfig, questions: list[Any], done: dict[str, set[int]]) -> _Work:
+    """The split's questions after `offset` and `limit`, and the sample ids the shard does not hold yet."""
+    positions = {str(q.id): i for i, q in enumerate(questions)}
     questions = questions[cfg.offset:]
     questions = questions[: cfg.limit] if cfg.limit else questions
     order = [str(q.id) for q in questions]
     todo = [(q, [s for s in range(cfg.k) if s not in done.get(str(q.id), set())]) for q in questions]
-    todo = [(q, ids) for q, ids in todo if ids]
+    return _Work(order, [(q, ids) for q, ids in todo if ids], {qid: positions[qid] for qid in order})
 
-    # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
-    own_engine = engine is None and bool(todo)
-    if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
-        from trace_selector.engines import make_engine
 
-        options = dict(cfg.engine_options)
-        if cfg.engine.startswith("vllm"):
-            options.setdefault("max_model_len", cfg.agent.max_context)
-            options.setdefault("seed", cfg.seed)
-        engine = make_engine(cfg.engine, model=cfg.model, **options)
-    try:
-        if toolbox is None and todo:
-            toolbox = _toolbox(cfg, setting)
+def _start_engine(cfg: RolloutConfig) -> Any:
+    """The engine the config names; an in-process vLLM gets the agent's context length and the run's seed."""
+    from trace_selector.engines import make_engine
 
-        accounting = Accounting()
-        base = writer.checkpoint.get("accounting", {})
-        base_stats = Counter(writer.checkpoint.get("stats", {}))
-        base_wall = float(writer.checkpoint.get("wall_seconds", 0.0))
-        generated_now = 0
-        stats: Counter = Counter()
-        if todo:
-            agent = Agent(engine, toolbox, cfg.agent, accounting)
-            ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(),
-                                  positions={qid: split_position[qid] for qid in order})
-            run = STRATEGIES[cfg.strategy]
-            bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="traj", disable=not progress,
-                       desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
+    options = dict(cfg.engine_options)
+    if cfg.engine.startswith("vllm"):
+        options.setdefault("max_model_len", cfg.agent.max_context)
+        options.setdefault("seed", cfg.seed)
+    return make_engine(cfg.engine, model=cfg.model, **options)
 
-            def on_batch(results: list[Any]) -> None:
-                secs = time.perf_counter() - t_start
-                bar.set_postfix(tok_s=f"{accounting.engine.generated_tokens / max(secs, 1e-9):.1f}",
-                                cached=accounting.engine.cached_tokens, refresh=False)
-                bar.refresh()
 
-            ctx.on_batch = on_batch
-            engine_info = engine.info() if hasattr(engine, "info") else {}
-            engine_info.pop("stats", None)
+def _generate(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, toolbox: Any, work: _Work, totals: _Totals,
+              stop: Path | None, progress: bool) -> tuple[int, Counter, bool]:
+    """Run the strategy chunk by chunk over `work.todo`, appending every finished question group to the
+    shard and writing snapshots (every `snapshot_minutes`, or at the stop file). Returns the trajectories
+    generated, the strategy's stats and whether the stop file ended the run."""
+    from tqdm import tqdm
+
+    from trace_selector.config import dump_config
+    from trace_selector.rollout.strategies import STRATEGIES
+    from trace_selector.rollout.strategies.context import StrategyContext
+
+    agent = Agent(engine, toolbox, cfg.agent, totals.accounting)
+    ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(), positions=work.positions)
+    run = STRATEGIES[cfg.strategy]
+    bar = tqdm(total=sum(len(ids) for _, ids in work.todo), unit="traj", disable=not progress,
+               desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
+
+    def on_batch(results: list[Any]) -> None:
+        secs = time.perf_counter() - totals.t_start
+        bar.set_postfix(tok_s=f"{totals.accounting.engine.generated_tokens / max(secs, 1e-9):.1f}",
+                        cached=totals.accounting.engine.cached_tokens, refresh=False)
+        bar.refresh()
+
+    ctx.on_batch = on_batch
+    engine_info = engine.info() if hasattr(engine, "info") else {}
+    engine_info.pop("stats", None)
+    kind = "browsing" if toolbox.kind == "browsing" else "webqa"
+    last_snapshot = time.perf_counter()
+    generated_now, stopped = 0, False
+    for lo in range(0, len(work.todo), cfg.chunk_questions):
+        chunk = work.todo[lo: lo + cfg.chunk_questions]
+        for group in run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk]):
+            trajectories = [r.to_trajectory(kind) for r in sorted(group, key=lambda r: r.sample_id)]
+            writer.append_group(trajectories, totals.checkpoint(ctx.stats, engine_info))
+            generated_now += len(trajectories)
+            bar.update(len(trajectories))
+        more = lo + cfg.chunk_questions < len(work.todo)
+        stopped = more and stop is not None and stop.exists()
+        if stopped or more and cfg.snapshot_minutes is not None and \
+                time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
+            done_now = writer.trajectories()
+            writer.snapshot(work.order, _pool_meta(cfg, writer.checkpoint, done_now, engine_info,
+                                                   writer.dropped, snapshot=True), done_now)
+            dump_config(cfg, out.with_name(out.name + ".config.yaml"))
             last_snapshot = time.perf_counter()
-            stopped = False
-            for lo in range(0, len(todo), cfg.chunk_questions):
-                chunk = todo[lo: lo + cfg.chunk_questions]
-                groups = run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk])
-                for group in groups:
-                    trajectories = [r.to_trajectory(toolbox.kind if toolbox.kind == "browsing" else "webqa")
-                                    for r in sorted(group, key=lambda r: r.sample_id)]
-                    writer.append_group(trajectories, _checkpoint(base, accounting, base_stats + ctx.stats,
-                                                                  base_wall + time.perf_counter() - t_start,
-                                                                  engine_info))
-                    generated_now += len(trajectories)
-                    bar.update(len(trajectories))
-                more = lo + cfg.chunk_questions < len(todo)
-                stopped = more and stop is not None and stop.exists()
-                if stopped or more and cfg.snapshot_minutes is not None and \
-                        time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
-                    done_now = writer.trajectories()
-                    writer.snapshot(order, _pool_meta(cfg, writer.checkpoint, done_now, engine_info,
-                                                      writer.dropped, snapshot=True), done_now)
-                    dump_config(cfg, out.with_name(out.name + ".config.yaml"))
-                    last_snapshot = time.perf_counter()
-                if stopped:
-                    break
-            bar.close()
-            agent.close()
-            if stopped:
-                return _stopped_report(out, writer, generated_now, resumed)
-            stats = ctx.stats
+        if stopped:
+            break
+    bar.close()
+    agent.close()
+    return generated_now, ctx.stats, stopped
 
-        final = _checkpoint(base, accounting, base_stats + stats, base_wall + time.perf_counter() - t_start)
-        trajectories = writer.trajectories()
-        # A finalize-only rerun has no engine: the engine that generated the shard describes the pool.
-        info = engine.info() if hasattr(engine, "info") else dict(writer.checkpoint.get("engine", {}))
-        info.pop("stats", None)
-        meta = _pool_meta(cfg, final, trajectories, info, writer.dropped, snapshot=False)
-        acct = meta.accounting
-        writer.finalize(order, meta, trajectories)
-        dump_config(cfg, out.with_name(out.name + ".config.yaml"))
-        return RolloutReport(out, acct["questions"], len(trajectories), generated_now, resumed, acct)
-    finally:
-        if own_engine:
-            engine.close()
+
+def _finalize(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, work: _Work, final: dict[str, Any],
+              generated_now: int, resumed: int) -> RolloutReport:
+    """Write the finished pool, its sidecar and its resolved config (atomically), and report."""
+    from trace_selector.config import dump_config
+
+    trajectories = writer.trajectories()
+    # A finalize-only rerun has no engine: the engine that generated the shard describes the pool.
+    info = engine.info() if hasattr(engine, "info") else dict(writer.checkpoint.get("engine", {}))
+    info.pop("stats", None)
+    meta = _pool_meta(cfg, final, trajectories, info, writer.dropped, snapshot=False)
+    acct = meta.accounting
+    writer.finalize(work.order, meta, trajectories)
+    dump_config(cfg, out.with_name(out.name + ".config.yaml"))
+    return RolloutReport(out, acct["questions"], len(trajectories), generated_now, resumed, acct)
 
 
 def _stopped_report(out: Path, writer: Any, generated_now: int, resumed: int) -> RolloutReport:

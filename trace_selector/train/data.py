@@ -1,0 +1,133 @@
+"""Training data: the graphs of the training and validation questions, as a Lightning DataModule.
+
+Training uses only questions whose candidates mix correct and incorrect answers (the others carry no
+selection signal); with ``data.subsets`` each epoch sees a fresh random subset of k of each question's
+trajectories (graph/subset.py), so one selector serves every budget. Validation is every held-out
+question at its full K (and at ``data.val_budgets``). The train/validation split is by a hash of the
+normalised question text, so it is stable across runs, pools and K.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from trace_selector.errors import InputError
+from trace_selector.records import Pool, QuestionGroup
+from trace_selector.records.answers import normalize_answer
+from trace_selector.train.config import TrainConfig
+
+def is_val_question(question: str, fraction: float) -> bool:
+    """Stable split: the normalised question's sha1, read as a number in [0, 1), is below `fraction`."""
+    digest = hashlib.sha1(normalize_answer(question).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def is_mixed(graph: Any) -> bool:
+    """The question has at least one known-correct and one known-wrong candidate."""
+    y = graph["answer"].y
+    y = y[~torch.isnan(y)]
+    return bool((y > 0.5).any() and (y < 0.5).any())
+
+
+def _read(path: str) -> Pool:
+    from trace_selector.records import read_pool
+
+    if not Path(path).is_file():
+        raise InputError(f"{path}: pool file not found")
+    return read_pool(path)
+
+
+class PoolDataModule(L.LightningDataModule):
+    """Graphs of the training and validation questions.
+
+    Args:
+        config: the experiment config (data, model graph options, seed).
+        encoder: text encoder (default: `config.model.encoder`).
+        graphs: pre-built ``(train, val)`` graph lists, which skips pools and encoding entirely
+            (benchmarks, tests).
+    """
+
+    def __init__(self, config: TrainConfig, encoder: Any = None, graphs: tuple[list, list] | None = None):
+        super().__init__()
+        self.config = config
+        self.encoder = encoder
+        self.train_graphs: list | None = None
+        self.val_graphs: list | None = None
+        self.val_questions = 0
+        self.pos_weight = 1.0
+        if graphs is not None:
+            self._set(*graphs)
+
+    def _set(self, train: list, val: list) -> None:
+        from trace_selector.graph.subset import subset_graph
+
+        self.train_graphs = [g for g in train if is_mixed(g)]
+        if not self.train_graphs:
+            raise InputError("no training question mixes correct and incorrect answers: nothing to learn from")
+        if not val:
+            raise InputError("no validation questions: set data.val_pool or a larger data.val_fraction")
+        need = self.config.data.min_val_questions
+        if len(val) < need:
+            raise InputError(f"{len(val)} validation questions, fewer than data.min_val_questions={need}: "
+                             "set data.val_pool or a larger data.val_fraction")
+        self.val_questions = len(val)
+        # Smaller budgets as extra views of the same questions (first k trajectories, as `evaluate --k`).
+        self.val_graphs = list(val) + [subset_graph(g, range(k)) for k in self.config.data.val_budgets
+                                       for g in val if k < g["answer"].num_nodes]
+        y = torch.cat([g["answer"].y for g in self.train_graphs])
+        y = y[~torch.isnan(y)]
+        pos = int((y > 0.5).sum())
+        self.pos_weight = (y.numel() - pos) / pos
+
+    def _pools(self) -> tuple[list[QuestionGroup], list[QuestionGroup]]:
+        d = self.config.data
+        if d.source == "synthetic":
+            from trace_selector.records.synthetic import make_pool
+
+            groups = make_pool(d.synthetic).groups
+        else:
+            groups = _read(d.train_pool).groups
+        if d.val_pool:
+            return groups, _read(d.val_pool).groups
+        val = [g for g in groups if is_val_question(g.question, d.val_fraction)]
+        return [g for g in groups if not is_val_question(g.question, d.val_fraction)], val
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_graphs is not None:
+            return
+        from trace_selector.graph.dataset import load_or_build
+        from trace_selector.graph.encoder import make_encoder
+        from trace_selector.graph.plan import graph_options
+
+        d, m = self.config.data, self.config.model
+        if self.encoder is None:
+            from trace_selector import paths
+
+            self.encoder = make_encoder(m.encoder, m.embed_dim, d.embed_cache or paths.embeddings_dir(), m.encoder_runtime)
+        if self.encoder.dim != m.embed_dim:
+            raise InputError(f"model.embed_dim={m.embed_dim} but encoder {self.encoder.identity} gives {self.encoder.dim}")
+        train_groups, val_groups = self._pools()
+        options = graph_options(m)
+        train = load_or_build(Pool(train_groups), self.encoder, options, d.graph_cache).graphs
+        val = load_or_build(Pool(val_groups), self.encoder, options, d.graph_cache).graphs
+        self._set(train, val)
+
+    def train_dataloader(self):
+        from torch_geometric.loader import DataLoader
+
+        from trace_selector.graph.subset import SubsetGraphs
+
+        d = self.config.data
+        data = SubsetGraphs(self.train_graphs, d.subset_min, d.subset_max) if d.subsets else self.train_graphs
+        return DataLoader(data, batch_size=d.batch_size, shuffle=True, num_workers=d.num_workers)
+
+    def val_dataloader(self):
+        from torch_geometric.loader import DataLoader
+
+        return DataLoader(self.val_graphs, batch_size=self.config.data.batch_size,
+                          num_workers=self.config.data.num_workers)

@@ -1,0 +1,64 @@
+"""Several training seeds of one recipe, the best kept by validation (``trace-selector train --seeds``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from trace_selector.config import dump_config
+from trace_selector.errors import InputError
+from trace_selector.train.config import TrainConfig
+from trace_selector.train.fit import TrainResult, train
+
+def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False) -> tuple[TrainResult, list[dict[str, Any]]]:
+    """One run per seed in ``<run_dir>/seed-<s>/``; the best by validation (``optim.monitor``: accuracy,
+    ties to the lower loss with ``optim.tie_break``; equal scores to the earlier seed) is copied to
+    ``<run_dir>/selector/``, and every seed's scores go to ``<run_dir>/seeds.json``.
+
+    A seed whose run folder holds a finished run (``seed.json``) is read back, not retrained, so an
+    interrupted sweep continues; with `resume`, unfinished seeds continue from their last checkpoint.
+    Returns the chosen seed's result and the table written to seeds.json.
+    """
+    import json
+    import shutil
+
+    from trace_selector.atomic import atomic_write
+
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds: need distinct seeds, got {list(seeds)}")
+    dump_config(cfg, cfg.run_dir / "config.yaml")  # what --resume reads back
+    results: list[tuple[dict[str, Any], TrainResult]] = []  # (its seeds.json row, the run) per seed
+    for seed in seeds:
+        sub = replace(cfg, seed=seed, name=f"{cfg.name or cfg.setting}/seed-{seed}")
+        done = sub.run_dir / "seed.json"
+        if done.is_file():
+            row = json.loads(done.read_text())
+            result = TrainResult(sub.run_dir, sub.run_dir / "checkpoints" / "best.ckpt", None, sub.run_dir / "selector",
+                                 row["val_acc"], row["val_majority"], row["global_step"], row["score"])
+        else:
+            result = train(sub, resume=resume and (sub.run_dir / "checkpoints" / "last.ckpt").is_file())
+            row = {"seed": seed, "val_acc": result.best_val_acc, "val_majority": result.val_majority_acc,
+                   "score": result.best_score, "global_step": result.global_step}
+            with atomic_write(done) as fh:
+                json.dump(row, fh)
+        results.append((row, result))
+    ranked = [r for r in results if r[1].best_score is not None and r[1].selector_dir is not None]
+    if not ranked:
+        raise InputError(f"{cfg.run_dir}: no seed produced a validated checkpoint")
+    chosen_row, chosen = max(ranked, key=lambda r: r[1].best_score)  # max keeps the first of equals
+    target = cfg.run_dir / "selector"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(chosen.selector_dir, target)
+    table = [{**row, "chosen": row is chosen_row} for row, _ in results]
+    for folder in (cfg.run_dir, target):  # the selector carries the table its card points to
+        with atomic_write(folder / "seeds.json") as fh:
+            json.dump({"monitor": cfg.optim.monitor, "seeds": table}, fh, indent=2)
+            fh.write("\n")
+    if (target / "README.md").is_file():
+        from trace_selector.model.hub import relocate_card
+
+        every = ", ".join(str(row["seed"]) for row, _ in results)
+        relocate_card(target, chosen.selector_dir, {"seed": f"{chosen_row['seed']} (the best on validation of "
+                                                            f"seeds {every}; every seed's scores in `seeds.json`)"})
+    return replace(chosen, run_dir=cfg.run_dir, selector_dir=target), table
