@@ -399,7 +399,7 @@ def candidates(arts: Sequence[Article], owned: dict[str, list[str]]) -> tuple[li
     return main, pairs
 
 
-SPLIT_SHARES = (("train", 50), ("dev", 25), ("test", 25))
+SPLIT_SHARES = (("train", 60), ("dev", 20), ("test", 20))
 """Percent of new article groups drawn into each split (dev and test each need 400+ questions)."""
 
 
