@@ -161,7 +161,8 @@ def test_browsing_harmony_style():
     t = trajectory_from_dict({"qid": "q", "question": "Symbol W?", "sample_id": 0, "messages": messages})
     assert [(s.action, s.content) for s in t.steps] == [("search", "symbol W"), ("open", "1")]
     assert t.steps[0].documents == [Document(1, "Tungsten", "Symbol W.")]
-    assert t.steps[1].documents == [Document(1, "", "", doc_id="1")] and t.steps[1].search_result == "Tungsten page"
+    # {"id": 1} is a link index, a different page in every trajectory: no document is recorded for it
+    assert t.steps[1].documents == [] and t.steps[1].search_result == "Tungsten page"
     assert t.answer == "Tungsten" and t.confidence is None  # the final channel wins over a later analysis message
 
 

@@ -4,6 +4,7 @@ question, and everything that reads, writes, checks, scores and summarises them.
 Modules: `trajectory` (the record types), `codec` (records <-> dicts, observation text, the field
 checker), `transcripts` (browsing chat messages -> tool calls and answers), `files` (JSONL / Parquet
 files, the meta sidecar, `read_pool` / `write_pool`; `aggagent` maps AggAgent's Parquet rows),
+`labels` (a separate file of correctness labels and gold answers),
 `answers` (normalisation, EM / F1, the one `vote` and the one `is_correct`), `pick` (what a selection
 method returns), `evidence` (what a trajectory read), `summary` (`trace-selector validate`) and
 `synthetic` (made-up pools for tests and ablations). Nothing here imports torch, the graph or rollout.
@@ -28,6 +29,21 @@ list indices (``steps[1].search_result`` is the second step). Record rules:
   if the call names one); a call to an unknown tool or with unreadable arguments -> "invalid".
 - Browsing ``sample_id`` may be given as ``seed`` (sample_id = seed - 42); a missing ``answer`` is
   extracted from the last assistant message (rule in `records.transcripts`).
+- TRACE's browser rollouts: a record that carries ``traj_idx``, ``candidate_answer`` or
+  ``tool_events`` is in that shape. ``traj_idx`` is the sample id; ``candidate_answer`` is the answer
+  when there is no ``answer``; else the last assistant message is the answer, its markers
+  (``<answer>``, ``Exact Answer:``, ``\\boxed``) first, the bare message otherwise. ``tool_events`` (used
+  when there are no ``steps``; it wins over ``messages``) is a list of typed calls
+  ``{"type": "search" | "open" | "find", <arguments>, "output": text}``: the kind in ``type`` (or
+  ``tool`` / ``name``, dotted names allowed), the arguments in ``arguments`` (or ``args``) or as the
+  event's other fields (``query``; ``url`` / ``docid`` / ``id``; ``pattern``), the reply in ``output``
+  (or ``result`` / ``observation`` / ``content``), search hits also as a ``results`` list. They become
+  steps by the rules for ``messages`` above. Correctness and gold may come from a separate labels
+  file (`records.labels`). This shape is our reading of the TRACE README's description of its
+  browser rollouts; its own code was not available to check against, so the fixtures in
+  ``tests/data/trace_browser/`` are written by us in that shape.
+- An ``open`` by link index (harmony's ``{"id": 0}``) records no document: the index means a
+  different page in every trajectory, and the page's own ``URL:`` header identifies it instead.
 - ``null`` means absent for optional fields; unknown top-level fields land in `Trajectory.extra`.
 - Our writer omits ``documents`` when they equal what the reader would derive, and None fields, so a
   written file reads back equal (``read_pool(p) == pool`` after ``write_pool(pool, p)``).

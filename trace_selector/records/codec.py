@@ -23,6 +23,7 @@ from trace_selector.records.transcripts import (
     extract_answer,
     extract_confidence,
     final_message,
+    plain_answer,
     tool_calls,
 )
 from trace_selector.types import PoolStyle
@@ -201,7 +202,12 @@ SCALAR_KEYS = (
     "question_index", "qid", "question", "sample_id", "seed", "correct", "answer", "final_text",
     "confidence", "finish_reason", "parent_sample", "branch_step", "generated_tokens",
 )
-_KNOWN_KEYS = frozenset(SCALAR_KEYS + ("golden_answers", "steps", "messages", "final_logprobs", "final_token_conf"))
+TRACE_KEYS = ("traj_idx", "candidate_answer", "tool_events")
+"""Fields of TRACE's browser rollouts that mark a record as that shape (rules in `records`); the reader
+turns them into ``sample_id``, ``answer`` and ``steps``, so a written copy carries those instead."""
+_KNOWN_KEYS = frozenset(
+    SCALAR_KEYS + TRACE_KEYS + ("golden_answers", "steps", "messages", "final_logprobs", "final_token_conf")
+)
 
 
 def _document_from_dict(c: Checker, d: Any, where: str) -> Document:
@@ -267,11 +273,40 @@ def _step_from_call(call: ToolCall) -> Step:
         if target is None:  # scrolling the current page
             return Step("open", "", call.output)
         if isinstance(target, str) and ("url" in args or "://" in target):
-            doc = Document(rank=1, title="", text="", url=target)
-        else:
-            doc = Document(rank=1, title="", text="", doc_id=str(target))
-        return Step("open", str(target), call.output, [doc])
+            return Step("open", target, call.output, [Document(rank=1, title="", text="", url=target)])
+        if "url" in args or "docid" in args:  # a corpus document id names one page in every trajectory
+            return Step("open", str(target), call.output, [Document(rank=1, title="", text="", doc_id=str(target))])
+        # harmony's {"id": 0} is the index of a link on the page shown last: "0" is a different page
+        # in every trajectory, so it identifies nothing (the page's own "URL:" header does, graph/browsing.py)
+        return Step("open", str(target), call.output)
     return Step("invalid", f"{call.name} {call.raw_arguments}", call.output)
+
+
+def _tool_event_call(c: Checker, event: Any, where: str) -> ToolCall:
+    """A typed ``tool_events`` entry as the tool call it records (shape in the `records` docstring)."""
+    if not isinstance(event, dict):
+        c.fail(where, f"expected an object, got {show(event)}")
+    name = next((event[k] for k in ("type", "tool", "name") if isinstance(event.get(k), str)), None)
+    if name is None:
+        c.fail(f"{where}.type", "missing or not a string")
+    args = event.get("arguments", event.get("args"))
+    if args is None:
+        args = {k: v for k, v in event.items() if k not in _EVENT_KEYS}
+    elif not isinstance(args, dict):
+        c.fail(f"{where}.arguments", f"expected an object, got {show(args)}")
+    output = next((event[k] for k in ("output", "result", "observation", "content") if event.get(k) is not None), "")
+    if isinstance(output, (list, dict)):  # structured hits: the reader's JSON hit-list rule applies
+        output = json.dumps(output, ensure_ascii=False)
+    elif not isinstance(output, str):
+        c.fail(f"{where}.output", f"expected a string or a list of hits, got {show(output)}")
+    if not output and isinstance(event.get("results"), list):
+        output = json.dumps(event["results"], ensure_ascii=False)
+    return ToolCall(name, args, json.dumps(args, ensure_ascii=False), output, -1)
+
+
+_EVENT_KEYS = frozenset({"type", "tool", "name", "output", "result", "observation", "content", "results",
+                         "step", "turn", "index", "timestamp", "latency", "error"})
+"""Bookkeeping keys of a tool event; the remaining keys are the call's arguments."""
 
 
 def trajectory_from_dict(d: Any, path: str | Path = "<record>", line: int | None = None) -> Trajectory:
@@ -290,9 +325,14 @@ def trajectory_from_dict(d: Any, path: str | Path = "<record>", line: int | None
                 "an integer or a string")
 
     seed = c.int_(d, "seed", "seed", None)
-    if d.get("sample_id") is None and style == "browsing" and seed is not None:
+    trace_shape = any(d.get(k) is not None for k in TRACE_KEYS)
+    if d.get("sample_id") is None and d.get("traj_idx") is not None:
+        sample_id, sample_field = c.int_(d, "traj_idx", "traj_idx"), "traj_idx"
+    elif d.get("sample_id") is None and style == "browsing" and seed is not None:
         sample_id, sample_field = seed - SEED_OFFSET, "seed"
     else:
+        if "sample_id" not in d:
+            c.fail("sample_id", "missing (and no traj_idx" + (" or seed)" if style == "browsing" else ")"))
         sample_id, sample_field = c.int_(d, "sample_id", "sample_id"), "sample_id"
     if sample_id < 0:
         how = " (seed - 42)" if sample_field == "seed" else ""
@@ -306,6 +346,10 @@ def trajectory_from_dict(d: Any, path: str | Path = "<record>", line: int | None
         if not isinstance(d["steps"], list):
             c.fail("steps", f"expected a list of steps, got {show(d['steps'])}")
         steps = [_step_from_dict(c, s, f"steps[{i}]", style) for i, s in enumerate(d["steps"])]
+    elif d.get("tool_events") is not None and style == "browsing":
+        if not isinstance(d["tool_events"], list):
+            c.fail("tool_events", f"expected a list of tool events, got {show(d['tool_events'])}")
+        steps = [_step_from_call(_tool_event_call(c, e, f"tool_events[{i}]")) for i, e in enumerate(d["tool_events"])]
     elif style == "webqa" or messages is None:
         c.fail("steps" if style == "webqa" else "messages", "missing")
     else:
@@ -316,18 +360,22 @@ def trajectory_from_dict(d: Any, path: str | Path = "<record>", line: int | None
 
     final_text = c.str_(d, "final_text", "final_text", None)
     confidence = c.float_(d, "confidence", "confidence", None)
+    candidate = c.str_(d, "candidate_answer", "candidate_answer", None)
     if d.get("answer") is not None:
         answer = c.str_(d, "answer", "answer")
-    elif style == "browsing":
+    elif style == "browsing" and messages is not None:
         try:
             last = final_message(messages)
         except TranscriptError as err:
             c.fail(err.field, err.message)
-        answer = extract_answer(last)
+        if candidate is not None:
+            answer = candidate
+        else:  # TRACE's browser rollouts end with the bare answer as the last assistant message
+            answer = extract_answer(last) or (plain_answer(last) if trace_shape else "")
         confidence = extract_confidence(last) if confidence is None else confidence
         final_text = last if final_text is None else final_text
     else:
-        answer = ""
+        answer = candidate or ""
     if confidence is not None and not 0.0 <= confidence <= 1.0:
         c.fail("confidence", f"expected a number in [0, 1], got {confidence}")
 

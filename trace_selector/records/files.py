@@ -26,6 +26,7 @@ from trace_selector.atomic import atomic_write
 from trace_selector.errors import FormatError, InputError
 from trace_selector.records.aggagent import AggAgentRows, is_aggagent_row
 from trace_selector.records.codec import SCALAR_KEYS, Checker, show, trajectory_from_dict, trajectory_to_dict
+from trace_selector.records.labels import Labels, labels_path, read_labels
 from trace_selector.records.trajectory import Pool, PoolMeta, QuestionGroup, Trajectory
 
 EXTENSIONS: dict[str, str] = {".jsonl.gz": "jsonl.gz", ".jsonl": "jsonl", ".parquet": "parquet"}
@@ -146,31 +147,43 @@ def write_records(rows: list[dict[str, Any]], f: IO, fmt: str, scalar_columns: C
 # Pools.
 
 
-def _numbered(path: str | Path) -> Iterator[tuple[int, Trajectory]]:
+def _labels(path: str | Path, labels: str | Path | None) -> Labels | None:
+    """The labels to apply: the file given, else the pool's ``.labels.jsonl`` sidecar if there is one."""
+    if labels is not None:
+        return read_labels(labels)
+    sidecar = labels_path(path)
+    return read_labels(sidecar) if sidecar.is_file() else None
+
+
+def _numbered(path: str | Path, labels: str | Path | None = None) -> Iterator[tuple[int, Trajectory]]:
     foreign = AggAgentRows(path)  # AggAgent's published rollouts read as browsing records
+    judged = _labels(path, labels)
     for line, record in read_records(path):
         if is_aggagent_row(record):
             record = foreign.to_record(record, line)
-        yield line, trajectory_from_dict(record, path, line)
+        t = trajectory_from_dict(record, path, line)
+        yield line, t if judged is None else judged.apply(t)
 
 
-def iter_trajectories(path: str | Path) -> Iterator[Trajectory]:
+def iter_trajectories(path: str | Path, labels: str | Path | None = None) -> Iterator[Trajectory]:
     """Stream the trajectories of a pool file one by one (per-record checks only; see `read_pool`)."""
-    for _, t in _numbered(path):
+    for _, t in _numbered(path, labels):
         yield t
 
 
-def read_pool(path: str | Path) -> Pool:
+def read_pool(path: str | Path, labels: str | Path | None = None) -> Pool:
     """Read a pool and its sidecar metadata, grouped by question in first-seen order.
 
     Beyond per-record checks this rejects a duplicate (question, sample_id), a question id whose text
     or gold answers differ between lines, and WebQA- and browsing-style records mixed in one file.
+    `labels` names a labels file (`records.labels`); without it, ``<path>.labels.jsonl`` is read
+    when it exists.
     """
     groups: dict[str, QuestionGroup] = {}
     first: dict[str, int] = {}
     seen: dict[tuple[str, int], int] = {}
     style_line: tuple[str, int] | None = None
-    for line, t in _numbered(path):
+    for line, t in _numbered(path, labels):
         if style_line is None:
             style_line = (t.style, line)
         elif t.style != style_line[0]:

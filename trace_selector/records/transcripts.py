@@ -16,8 +16,10 @@ knows nothing about pool records; `trace_selector.records` turns its `ToolCall`s
 Final-answer rule (used only when a record has no ``answer`` field): take the last assistant message
 that is not a tool call (a harmony ``channel: "final"`` message wins if there is one), then the last
 ``<answer>...</answer>`` in it; else the last ``Exact Answer: ...`` line (BrowseComp's response format,
-markdown bold allowed); else the last ``\\boxed{...}``; else "" (no answer). A ``Confidence: 80%`` line
-there gives the stated confidence (0.8).
+markdown bold allowed); else the last ``\\boxed{...}``; else "" (no answer). TRACE's browser rollouts
+write the bare answer as that message, so for them (`records` docstring) a message with none of these
+markers is the answer itself (`plain_answer`). A ``Confidence: 80%`` line there gives the stated
+confidence (0.8).
 """
 
 from __future__ import annotations
@@ -196,6 +198,12 @@ def extract_answer(text: str | None) -> str:
         if found:
             return found[-1].strip(" \t\r\n*")  # markdown bold around the answer is not part of it
     return ""
+
+
+def plain_answer(text: str | None) -> str:
+    """A final message that is the answer itself (TRACE's browser rollouts): the text stripped of
+    surrounding whitespace and markdown bold; "" for none."""
+    return (text or "").strip().strip("*").strip()
 
 
 def extract_confidence(text: str | None) -> float | None:
