@@ -1,8 +1,8 @@
 """Budget-adaptive selection on the wikileads pools: how many trajectories each method needs when it
 may stop sampling once it is sure, against the fixed K = 16 it otherwise reads.
 
-    .venv/bin/python benchmarks/adaptive_selection.py                 # dev pool: choose settings, print
-    .venv/bin/python benchmarks/adaptive_selection.py --sealed        # once, final: dev choices on the sealed pool
+    .venv/bin/python experiments/adaptive_selection.py                 # dev pool: choose settings, print
+    .venv/bin/python experiments/adaptive_selection.py --sealed        # once, final: dev choices on the sealed pool
 
 Rows (trace_selector/adaptive.py): Adaptive-Consistency (`majority_adaptive_ac`), Early-Stopping
 Self-Consistency (`majority_adaptive_esc`) and each shipped selector stopping on its calibrated
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEV_POOL = ROOT / "data/pools/wikileads-dev.jsonl.gz"
 SEALED_POOL = ROOT / "data/pools/wikileads-test-sealed.jsonl.gz"
 CHECKPOINTS = ("trace=checkpoints/wikileads", "trace_grounded=checkpoints/wikileads-grounded")
-RECORD = ROOT / "training/sealed-adaptive-evaluation.txt"
+RECORD = ROOT / "experiments/results/wikileads-sealed-adaptive-evaluation.txt"
 
 
 @dataclass(slots=True)
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         tabs = tables(rows, sealed, temperatures)
         results["sealed"] = report(f"sealed {SEALED_POOL.name} (dev choices applied)", sealed, rows, tabs,
                                    choices + defaults, max(len(g.trajectories) for g in sealed), a.bootstrap, a.tolerance)
-        a.record.write_text(f"benchmarks/adaptive_selection.py --sealed ran on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
+        a.record.write_text(f"experiments/adaptive_selection.py --sealed ran on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
                             + json.dumps(results["sealed"], indent=1, default=str) + "\n")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

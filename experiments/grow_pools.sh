@@ -5,18 +5,18 @@
 # DivInit pool of 150 other dev questions x K=8 (the transfer pool of another strategy), then the
 # sealed test pool to 500 test questions from position 300 x K=16. The sealed pool comes last
 # because only the final evaluation reads it: with the train and DivInit pools done,
-# `training/ship_wikileads.sh dev` (every choice, every transfer row) can run while the sealed pool
+# `experiments/ship_wikileads.sh dev` (every choice, every transfer row) can run while the sealed pool
 # grows. The dev pool (200 x 16) is done.
 #
 # Every stage is resumable and extendable: within a run a killed stage continues from its shard, and
 # each stage rewrites its pool file with everything finished every 15 minutes (`snapshot_minutes`).
 # A session's background processes end with it and its uncommitted files may not survive it, so
 # the pools are copied into the checkout and committed now and then; the next session starts from
-# the committed pools with the same command, which extends them. data/pools_job.sh does all of it:
+# the committed pools with the same command, which extends them. experiments/pools_job.sh does all of it:
 #
-#   data/pools_job.sh start      # worktree at HEAD, committed pools copied to ../pools, this script started
-#   data/pools_job.sh collect    # the grown pools back into data/pools, to commit
-#   data/pools_job.sh drain      # stop after the chunk in flight, with a snapshot (then collect)
+#   experiments/pools_job.sh start      # worktree at HEAD, committed pools copied to ../pools, this script started
+#   experiments/pools_job.sh collect    # the grown pools back into data/pools, to commit
+#   experiments/pools_job.sh drain      # stop after the chunk in flight, with a snapshot (then collect)
 #
 # OUT_DIR defaults to data/pools. Extra arguments are rollout overrides for every stage. On a
 # processor without bfloat16 arithmetic the engine computes in float32 by itself (data/pools/README.md).

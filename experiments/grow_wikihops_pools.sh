@@ -10,12 +10,12 @@
 #   6. the sealed test pool: 400 test questions x K=16, last, because only the final evaluation reads it.
 #
 # Every stage is resumable and extendable (a killed stage continues from its shard; each stage
-# rewrites its pool with everything finished every 15 minutes). data/pools_job.sh runs it from a
+# rewrites its pool with everything finished every 15 minutes). experiments/pools_job.sh runs it from a
 # worktree at a fixed commit and copies the pools back for committing:
 #
-#   POOLS_SCRIPT=data/grow_wikihops_pools.sh POOLS_NAMES="$(data/grow_wikihops_pools.sh --pools)" data/pools_job.sh start
-#   data/pools_job.sh collect      # the grown pools back into data/pools, to commit
-#   data/pools_job.sh drain        # stop after the chunk in flight, with a snapshot (then collect)
+#   POOLS_SCRIPT=experiments/grow_wikihops_pools.sh POOLS_NAMES="$(experiments/grow_wikihops_pools.sh --pools)" experiments/pools_job.sh start
+#   experiments/pools_job.sh collect      # the grown pools back into data/pools, to commit
+#   experiments/pools_job.sh drain        # stop after the chunk in flight, with a snapshot (then collect)
 #
 # OUT_DIR defaults to data/pools. Extra arguments are rollout overrides for every stage.
 set -euo pipefail

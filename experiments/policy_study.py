@@ -15,7 +15,7 @@ majority EM >= 15% and oracle pass@K >= 40%; if none qualifies, the best by mixe
 pass@K at least 15 points above majority and at least 2.0 searches per trajectory.
 
     VLLM_CPU_OMP_THREADS_BIND=0-1 VLLM_CPU_NUM_OF_RESERVED_CPU=0 VLLM_CPU_KVCACHE_SPACE=4 HF_HUB_OFFLINE=1 \\
-    python benchmarks/policy_study.py --limit 40 --k 8 --out-dir runs/policy-study --json data/pools/policy_study.json
+    python experiments/policy_study.py --limit 40 --k 8 --out-dir runs/policy-study --json data/pools/policy_study.json
 """
 
 from __future__ import annotations

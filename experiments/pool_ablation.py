@@ -5,9 +5,9 @@ hash validation split, best-validation checkpoint) for each seed, then scored on
 full K and at a smaller K (the first k trajectories per question). Baselines are the `evaluate`
 methods on the same questions, so the numbers line up with `trace-selector evaluate`.
 
-    .venv/bin/python benchmarks/pool_ablation.py --train-pool data/pools/wikileads-0.5b-train.jsonl.gz \\
+    .venv/bin/python experiments/pool_ablation.py --train-pool data/pools/wikileads-0.5b-train.jsonl.gz \\
         --test-pool data/pools/wikileads-0.5b-dev.jsonl.gz --seeds 3 --small-k 8
-    .venv/bin/python benchmarks/pool_ablation.py ... --variants full --keep runs/ablation   # keep the runs
+    .venv/bin/python experiments/pool_ablation.py ... --variants full --keep runs/ablation   # keep the runs
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--small-k", type=int, default=8, help="also score with the first k trajectories per question")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--keep", default=None, help="folder for the run folders, reused on a rerun (default: a temp folder)")
-    ap.add_argument("--out", default=None, help="also write the table and the paired differences as JSON (training/targets.py reads it)")
+    ap.add_argument("--out", default=None, help="also write the table and the paired differences as JSON (experiments/targets.py reads it)")
     ap.add_argument("overrides", nargs="*", help="extra training overrides for every variant (key=value)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# The background pool job across sessions: data/grow_pools.sh runs from a git worktree at a fixed
+# The background pool job across sessions: experiments/grow_pools.sh runs from a git worktree at a fixed
 # commit (so editing the checkout cannot break it) and writes to a folder outside the checkout; the
 # pools reach git only through `collect`, and a new machine starts from the committed pools.
 #
-#   data/pools_job.sh start     # worktree at this checkout's HEAD, committed pools copied out, job started
-#   data/pools_job.sh status    # is it running, the pools' sizes, the log's last line
-#   data/pools_job.sh collect   # copy every pool the job has grown into data/pools (then git add + commit)
-#   data/pools_job.sh drain     # stop after the chunk in flight, with a snapshot: nothing generated is lost
-#   data/pools_job.sh stop      # SIGTERM to the job's process group at once: the chunk in flight is lost
+#   experiments/pools_job.sh start     # worktree at this checkout's HEAD, committed pools copied out, job started
+#   experiments/pools_job.sh status    # is it running, the pools' sizes, the log's last line
+#   experiments/pools_job.sh collect   # copy every pool the job has grown into data/pools (then git add + commit)
+#   experiments/pools_job.sh drain     # stop after the chunk in flight, with a snapshot: nothing generated is lost
+#   experiments/pools_job.sh stop      # SIGTERM to the job's process group at once: the chunk in flight is lost
 #
 # Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), POOLS_DEST (the
 # checkout's pools, default data/pools), PYTHON (default this checkout's .venv/bin/python),
-# POOLS_SCRIPT (the stages to run, default data/grow_pools.sh: the wikileads pools) and POOLS_NAMES
+# POOLS_SCRIPT (the stages to run, default experiments/grow_pools.sh: the wikileads pools) and POOLS_NAMES
 # (the committed pools `start` copies out, default the wikileads ones). Extra arguments to `start` go
 # to the stage script (rollout overrides). The multi-hop pools:
-#   POOLS_SCRIPT=data/grow_wikihops_pools.sh POOLS_NAMES="$(data/grow_wikihops_pools.sh --pools)" data/pools_job.sh start
+#   POOLS_SCRIPT=experiments/grow_wikihops_pools.sh POOLS_NAMES="$(experiments/grow_wikihops_pools.sh --pools)" experiments/pools_job.sh start
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -22,7 +22,7 @@ out=$(realpath -m "${POOLS_DIR:-../pools}")
 wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
 py=${PYTHON:-$repo/.venv/bin/python}
 dest_dir=${POOLS_DEST:-data/pools}
-script=${POOLS_SCRIPT:-data/grow_pools.sh}
+script=${POOLS_SCRIPT:-experiments/grow_pools.sh}
 names=${POOLS_NAMES:-wikileads-train wikileads-test-sealed wikileads-dev-divinit}
 pidfile=$out/grow.pid
 # Every stage gets stop_file=$drainfile: a rollout that sees it ends between chunks with a snapshot,

@@ -2,15 +2,16 @@
 # Trains, chooses and evaluates the two shipped wikileads selectors. Every step is resumable (finished
 # seeds, ablation runs and the encoder cache are reused), so a rerun after a kill continues.
 #
-#   training/ship_wikileads.sh dev       # train both (3 seeds each, best on the dev pool), copy them to
-#                                        # checkpoints/, evaluate dev and transfer pools, ablations on dev
-#   training/ship_wikileads.sh prepare   # while the sealed pool grows: the sealed run's ablation trainings
-#                                        # and transfer scores, so `sealed` later only scores
-#   training/ship_wikileads.sh sealed    # the single evaluation of the sealed test pool (final numbers)
+#   experiments/ship_wikileads.sh dev       # train both (3 seeds each, best on the dev pool), copy them to
+#                                           # checkpoints/, evaluate dev and transfer pools, ablations on dev
+#   experiments/ship_wikileads.sh prepare   # while the sealed pool grows: the sealed run's ablation trainings
+#                                           # and transfer scores, so `sealed` later only scores
+#   experiments/ship_wikileads.sh sealed    # the single evaluation of the sealed test pool (final numbers)
 #
 # `dev` and `prepare` never read the sealed pool. `sealed` refuses to run twice: it writes the committed record
-# training/sealed-evaluation.txt, and runs/ship/sealed/ holds its results (delete both only if the
-# first run did not finish); it refuses a sealed pool that is still a rollout snapshot, too.
+# experiments/results/wikileads-sealed-evaluation.txt, and runs/ship/sealed/ holds its results (committed as
+# experiments/results/wikileads-sealed/; delete the record and runs/ship/sealed/ only if the first run did
+# not finish); it refuses a sealed pool that is still a rollout snapshot, too.
 # Environment: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship),
 # NICE (default 5), ABLATIONS (default 1; 0 skips the dev-pool ablations, 9 more trainings).
 set -euo pipefail
@@ -24,7 +25,8 @@ NICE=${NICE:-5}
 TRAIN=data/pools/wikileads-train.jsonl.gz
 DEV=data/pools/wikileads-dev.jsonl.gz
 SEALED=data/pools/wikileads-test-sealed.jsonl.gz
-RECORD=training/sealed-evaluation.txt  # committed: the sealed pool is read once, ever
+RECORD=experiments/results/wikileads-sealed-evaluation.txt  # committed: the sealed pool is read once, ever
+RESULTS=experiments/results/wikileads-sealed  # where the sealed run's files are committed
 # Pools from the other packaged policy and the other strategy: transfer, never trained on.
 TRANSFER=(data/pools/wikileads-0.5b-dev.jsonl.gz data/pools/wikileads-dev-divinit.jsonl.gz)
 METHODS=single,majority,weighted_token,grounded_vote,fewest_tools,most_tools,trace,oracle
@@ -40,7 +42,7 @@ train_and_ship() {  # recipe, run name, checkpoint folder
   # Replace the folder whole, so no file of an older checkpoint survives next to the new weights.
   rm -rf "$dest.new" && cp -r "$RUNS/$name/selector" "$dest.new" && rm -rf "$dest" && mv "$dest.new" "$dest"
   "$PY" -c 'import sys; from trace_selector.model.hub import relocate_card as r
-r(sys.argv[1], sys.argv[2], {"trained with": f"`training/ship_wikileads.sh dev`: `trace-selector train --config {sys.argv[3]} --seeds {sys.argv[4]}`"})' \
+r(sys.argv[1], sys.argv[2], {"trained with": f"`experiments/ship_wikileads.sh dev`: `trace-selector train --config {sys.argv[3]} --seeds {sys.argv[4]}`"})' \
     "$dest" "$RUNS/$name/selector" "$recipe" "$SEEDS" >/dev/null
 }
 
@@ -60,7 +62,7 @@ ablations() {  # test pool and JSON output, or neither: train the runs only (kep
   else
     say "ablations of the paper configuration (3 seeds each): training only"
   fi
-  nice -n "$NICE" "$PY" benchmarks/pool_ablation.py --config training/wikileads.yaml --train-pool $TRAIN \
+  nice -n "$NICE" "$PY" experiments/pool_ablation.py --config training/wikileads.yaml --train-pool $TRAIN \
     --variants full,no_gnn,no_cross --seeds 3 --small-k 8 --keep "$RUNS/ablation" "${test[@]}" data.val_pool=$DEV
 }
 
@@ -82,7 +84,7 @@ targets() {  # results folder, ablation JSON (may not exist yet)
   for f in "$RUNS"/transfer-*/results.json; do
     if [[ -f $f ]]; then extra+=(--transfer "$f"); fi
   done
-  "$PY" training/targets.py "$1" "${extra[@]}"
+  "$PY" experiments/targets.py "$1" "${extra[@]}"
 }
 
 case "${1:-}" in
@@ -104,6 +106,9 @@ case "${1:-}" in
     if [[ -e $RECORD ]]; then
       echo "error: $RECORD exists: the sealed pool was evaluated already ($(head -1 "$RECORD"))" >&2; exit 1
     fi
+    if [[ -e $RESULTS/results.json ]]; then
+      echo "error: $RESULTS/results.json exists: the sealed pool has been evaluated already" >&2; exit 1
+    fi
     if [[ -e $RUNS/sealed/results.json ]]; then
       echo "error: $RUNS/sealed/results.json exists: the sealed pool has been evaluated already" >&2; exit 1
     fi
@@ -116,9 +121,9 @@ case "${1:-}" in
     fi
     mkdir -p "$RUNS/sealed"
     date -u +%Y-%m-%dT%H:%MZ > "$RUNS/sealed/date.txt"
-    printf '%s: training/ship_wikileads.sh sealed at commit %s (checkpoints: %s)\n' "$(cat "$RUNS/sealed/date.txt")" \
+    printf '%s: experiments/ship_wikileads.sh sealed at commit %s (checkpoints: %s)\n' "$(cat "$RUNS/sealed/date.txt")" \
       "$(git rev-parse --short HEAD)" "$(cat checkpoints/wikileads*/seeds.json 2>/dev/null | sha256sum | cut -c1-12)" > "$RECORD"
-    echo "recorded in $RECORD: commit it with the results"
+    echo "recorded in $RECORD: commit it with the results (copy $RUNS/sealed/ to $RESULTS/)"
     "${TS[@]}" validate $SEALED
     evaluate $SEALED "$RUNS/sealed"
     ablations $SEALED "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/ablation.txt"
@@ -126,5 +131,5 @@ case "${1:-}" in
     targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
     ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -5,7 +5,7 @@ Trains the same recipe twice on one pool, once on every question's full K trajec
 (``data.subsets=true``), then scores both next to majority vote on a larger-K dev pool, with the
 budget curve (k = 1, 2, 4, ..., K). Any other override applies to both runs.
 
-    .venv/bin/python benchmarks/subset_training.py --train-pool data/pools/wikileads-0.5b-train.jsonl.gz \\
+    .venv/bin/python experiments/subset_training.py --train-pool data/pools/wikileads-0.5b-train.jsonl.gz \\
         --dev-pool data/pools/wikileads-0.5b-dev.jsonl.gz --out runs/subset-training optim.epochs=20
 
 Writes ``<out>/<variant>/`` run folders, ``<out>/results.json`` (`trace-selector evaluate` format),

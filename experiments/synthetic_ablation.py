@@ -4,8 +4,8 @@ Trains every variant on the same synthetic questions (split by question hash int
 its best-validation checkpoint, and scores held-out test questions generated with a disjoint
 question range. Prints one row per method: test selection accuracy, validation accuracy, train time.
 
-    .venv/bin/python benchmarks/synthetic_ablation.py                       # ~3-5 min on 2 cores
-    .venv/bin/python benchmarks/synthetic_ablation.py --variants full,no_gnn --epochs 10
+    .venv/bin/python experiments/synthetic_ablation.py                       # ~3-5 min on 2 cores
+    .venv/bin/python experiments/synthetic_ablation.py --variants full,no_gnn --epochs 10
 """
 
 from __future__ import annotations

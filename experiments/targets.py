@@ -1,10 +1,10 @@
 """Where the shipped wikileads selectors stand against the targets they are shipped for.
 
-Reads what `training/ship_wikileads.sh` writes and prints one line per target: the measured figure,
+Reads what `experiments/ship_wikileads.sh` writes and prints one line per target: the measured figure,
 then `met` or `MISSED`. It reports; it never fails a run, so a missed target is read, not hidden.
 
-    .venv/bin/python training/targets.py runs/ship/sealed                 # the final numbers
-    .venv/bin/python training/targets.py runs/ship/dev --ablation runs/ship/ablation-dev.json \\
+    .venv/bin/python experiments/targets.py runs/ship/sealed                 # the final numbers
+    .venv/bin/python experiments/targets.py runs/ship/dev --ablation runs/ship/ablation-dev.json \\
         --transfer runs/ship/transfer-wikileads-0.5b-dev runs/ship/transfer-wikileads-dev-divinit
 
 The targets (issue 15), on the pool of RESULTS (results.json of `trace-selector evaluate`):
@@ -12,7 +12,7 @@ The targets (issue 15), on the pool of RESULTS (results.json of `trace-selector 
 - `trace` at least majority vote at every budget k of the curve, and `trace` at k=8 at least majority
   vote at the pool's full K;
 - `trace_grounded` (ours) at least the best heuristic (`grounded_vote`, `weighted_token`) + 2 EM;
-- every ablation of the paper configuration below the full model (`benchmarks/pool_ablation.py --out`).
+- every ablation of the paper configuration below the full model (`experiments/pool_ablation.py --out`).
 Transfer pools are listed against majority vote; no target, but a row below it must say so in its card.
 """
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:]))
     ap.add_argument("results", type=Path, help="folder with results.json (or a .json file)")
-    ap.add_argument("--ablation", type=Path, default=None, help="JSON of benchmarks/pool_ablation.py --out")
+    ap.add_argument("--ablation", type=Path, default=None, help="JSON of experiments/pool_ablation.py --out")
     ap.add_argument("--transfer", type=Path, nargs="+", action="extend", default=[],
                     help="folders (or files) of transfer-pool results; repeatable")
     args = ap.parse_args(argv)

@@ -289,7 +289,7 @@ def test_benchmark_chooses_on_dev_and_opens_the_sealed_pool_only_when_asked(tmp_
     from trace_selector.records import write_pool
     from trace_selector.records.synthetic import SyntheticConfig, make_pool
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "adaptive_selection.py"
+    script = Path(__file__).resolve().parents[1] / "experiments" / "adaptive_selection.py"
     spec = importlib.util.spec_from_file_location("adaptive_selection", script)
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "adaptive_selection", bench)  # dataclasses look their module up

@@ -1,4 +1,4 @@
-"""data/pools_job.sh: grown pools come back into the checkout only whole and only when larger; start, drain and
+"""experiments/pools_job.sh: grown pools come back into the checkout only whole and only when larger; start, drain and
 stop control the job without holding the caller or racing the rollout under it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trace_selector.records import Pool, PoolMeta, QuestionGroup, Trajectory, read_pool, write_pool
 
-SCRIPT = Path(__file__).resolve().parents[1] / "data" / "pools_job.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "pools_job.sh"
 
 
 def _pool(path: Path, questions: int, recorded: int | None = None) -> None:

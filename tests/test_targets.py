@@ -1,4 +1,4 @@
-"""training/targets.py: each target read from known figures, met or missed, and its errors."""
+"""experiments/targets.py: each target read from known figures, met or missed, and its errors."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def script(name: str, path: str):
     return module
 
 
-targets = script("targets", "training/targets.py")
+targets = script("targets", "experiments/targets.py")
 
 
 def pair(diff: float, low: float, high: float, won: int = 10, lost: int = 4) -> dict:
@@ -82,7 +82,7 @@ def test_interval_touching_zero_misses(tmp_path, capsys):
 
 
 def test_ablations_from_pool_ablation_record(tmp_path, capsys):
-    ablation = script("pool_ablation", "benchmarks/pool_ablation.py")
+    ablation = script("pool_ablation", "experiments/pool_ablation.py")
     args = argparse.Namespace(train_pool="train.jsonl.gz", test_pool="test.jsonl.gz", seeds=2)
     rows = [("majority", {16: [87.0]}, [], 0.0),
             ("full", {16: [90.0, 91.0]}, [88.0, 89.0], 60.0),

@@ -71,7 +71,7 @@ class AdaptiveConfig:
     staying ahead (the paper's 0.95)."""
     trace_threshold: float = 0.95
     """Selector rows: stop when the calibrated confidence of the pick reaches this; choose it on a dev
-    pool (`choose_threshold`, benchmarks/adaptive_selection.py)."""
+    pool (`choose_threshold`, experiments/adaptive_selection.py)."""
     thresholds: dict[str, float] = field(default_factory=dict)
     """Per-row thresholds overriding the two above, e.g. ``{trace_grounded_adaptive: 0.9}``."""
     min_waves: int = 2
