@@ -87,9 +87,10 @@ def test_start_returns_at_once_and_drain_ends_every_stage(tmp_path):
             time.sleep(0.1)
         else:
             raise AssertionError("the job still runs 10 s after drain")
-        prepare, *calls = (tmp_path / "calls.log").read_text().splitlines()
-        # a new machine has no prepared setting: start builds it (or checks it) before the job
-        assert prepare == "-m trace_selector.cli data prepare --setting wikileads"
+        lines = (tmp_path / "calls.log").read_text().splitlines()
+        prepares, calls = lines[:2], lines[2:]
+        # a new machine has no prepared settings: start builds them (or checks them) before the job
+        assert prepares == [f"-m trace_selector.cli data prepare --setting {s}" for s in ("wikileads", "wikihops")]
         assert [c.split(" --out ")[1].split()[0].rsplit("/", 1)[1] for c in calls] == [
             "wikileads-train.jsonl.gz", "wikileads-dev-divinit.jsonl.gz", "wikileads-test-sealed.jsonl.gz"]
         assert all(f"stop_file={tmp_path}/job/drain" in c for c in calls)
