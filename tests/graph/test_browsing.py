@@ -15,7 +15,7 @@ from trace_selector.graph.plan import MENTIONS
 from trace_selector.graph.schema import BROWSING
 from trace_selector.records import QuestionGroup, Step, Trajectory
 
-from tests.conftest import FIND_X, browsing_group, hit, orphan_group
+from tests.conftest import FIND_X, browsing_group, hit, orphan_group, page, traj
 
 def edges(data, src, rel, dst):
     return data[src, rel, dst].edge_index.tolist()
@@ -27,8 +27,9 @@ def sizes(data):
 
 def test_counts_by_hand():
     data = build_graph(browsing_group(), HashEncoder(8))
-    assert sizes(data) == {"query": 1, "subquery": 2, "evidence": 4, "document": 2, "answer": 2}
-    # the query node is in no relation; one search per trajectory, so no temporal edges
+    # T2 answered after a failed open only: kept, with an orphan subquery (s2) and no evidence
+    assert sizes(data) == {"query": 1, "subquery": 3, "evidence": 4, "document": 2, "answer": 3}
+    # the query node is in no relation; at most one search per trajectory, so no temporal edges
     assert not any("query" in (src, dst) for src, _, dst in data.edge_types)
     assert edges(data, "subquery", "next", "subquery") == [[], []]
     assert edges(data, "subquery", "previous", "subquery") == [[], []]
@@ -38,15 +39,18 @@ def test_counts_by_hand():
     assert edges(data, "evidence", "opened_by", "subquery") == [[0, 2, 3], [0, 1, 1]]
     assert edges(data, "subquery", "finds", "evidence") == [[0], [1]]
     assert edges(data, "evidence", "found_by", "subquery") == [[1], [0]]
-    assert data["subquery"].orphan.tolist() == [False, False]
+    assert data["subquery"].orphan.tolist() == [False, False, True]
+    assert data["subquery"].traj.tolist() == [0, 1, 2]
     assert edges(data, "evidence", "of", "document") == [[0, 1, 2, 3], [0, 0, 0, 1]]
     assert edges(data, "document", "has", "evidence") == [[0, 0, 0, 1], [0, 1, 2, 3]]
     assert data["document"].traj.tolist() == [-1, -1]
     assert data["evidence"].traj.tolist() == [0, 0, 1, 1]
     assert torch.count_nonzero(data["document"].x) == 0 and data["document"].x.shape[1] == 8
-    assert data["answer"].y.tolist() == [1.0, 0.0]
-    # Alice is on page X, which both trajectories opened; nobody read "Bob".
-    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(1), 0.5, 1.0, 1.0, 0.0], [math.log1p(1), 0.5, 0.0, 0.0, 0.0]]))
+    assert data["answer"].y.tolist() == [1.0, 0.0, 1.0]
+    # Alice (T0, T2: c=2 of R=3) is on page X, which T0 and T1 opened; nobody read "Bob"; T2 read nothing.
+    alice, bob = [math.log1p(2), 2 / 3], [math.log1p(1), 1 / 3]
+    assert torch.allclose(data["answer"].vote, torch.tensor(
+        [alice + [1.0, 2 / 3, 0.0], bob + [0.0, 0.0, 0.0], alice + [0.0, 2 / 3, 0.0]]))
 
 
 def test_orphan_subquery_and_temporal_edges():
@@ -64,8 +68,42 @@ def test_orphan_subquery_and_temporal_edges():
 
 def test_drop_reasons():
     _, report = build_graphs([browsing_group()], HashEncoder(4))
-    assert report.dropped == {"no_answer": 1, "no_search": 1}
-    assert report.retained == 2
+    assert report.dropped == {"no_answer": 1, "no_search": 0}  # answered without observations: kept
+    assert report.retained == 3
+
+
+def test_answered_without_observations_keeps_c_over_r():
+    # TRACE keeps a candidate that never read anything (one orphan subquery for its chain), so the
+    # vote features count it: 2 of 3 said "Alice" whether or not the third searched.
+    quiet = [traj(1, "Alice", []), traj(2, "Bob", [Step("search", "s", "No results found for s")])]
+    g = QuestionGroup("b1", "Who founded X?", ["Alice"], [traj(0, "Alice", [Step("search", "X", documents=[hit(1, "u")])]), *quiet])
+    data = build_graph(g, HashEncoder(8))
+    assert data["answer"].sample_id.tolist() == [0, 1, 2]
+    assert data["answer"].vote[:, 1].tolist() == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+    assert data["subquery"].orphan.tolist() == [False, True, True]  # one orphan per chain without a search
+    assert data["subquery"].traj.tolist() == [0, 1, 2]
+    assert edges(data, "subquery", "next", "subquery") == [[], []]
+
+
+def test_document_identity_comes_from_the_returned_page():
+    # harmony's open{"id": 0} means "link 0 of the page shown last": a different page per trajectory
+    def opened(sample, header):
+        text = (f"URL: {header}\n" if header else "") + "L0: some page text"
+        return traj(sample, "Alice", [Step("search", "q", documents=[hit(1, "https://wiki.org/A")]),
+                                      Step("open", "0", text)])
+    g = QuestionGroup("b1", "Who founded X?", ["Alice"],
+                      [opened(0, "https://wiki.org/P"), opened(1, "https://wiki.org/Q"), opened(2, None), opened(3, None)])
+    data = build_graph(g, HashEncoder(8))
+    assert data["evidence"].x.shape[0] == 4
+    # P and Q are two documents; the two opens without a header have none (never one node "0")
+    assert data["document"].x.shape[0] == 2
+    assert edges(data, "evidence", "of", "document") == [[0, 1], [0, 1]]
+    # the header outranks what the record says was asked for
+    header_first = Step("open", "https://wiki.org/old", "URL: https://wiki.org/New\nL0: moved",
+                        [page("https://wiki.org/old", "moved")])
+    assert page_url(header_first, None) == "https://wiki.org/New"
+    assert page_url(Step("open", "3", "L0: no header"), "https://wiki.org/x") is None
+    assert page_url(Step("open", "", "L9: scrolled"), "https://wiki.org/x") == "https://wiki.org/x"
 
 
 def test_no_cross_edges_copies_documents():

@@ -5,7 +5,8 @@ Nodes (schema `BROWSING`, layout version `BROWSING_VERSION`):
 - ``subquery``: one per search step that returned at least one result, plus at most one *orphan* per
   trajectory: the opens and finds made before the trajectory's first search (a chain with no search
   ancestor) hang off a subquery node with no text (x = zeros, ``orphan`` True; the model adds a
-  learned state);
+  learned state). A trajectory that answered without any successful search, open or find is kept
+  as a candidate with an orphan alone, as TRACE draws it, so it still counts in c and R;
 - ``evidence``: one per successful open or find, embedded from the observation text (never merged);
 - ``document``: one per page (canonical URL) that some evidence came from, shared by all
   trajectories (traj -1) so that evidence -of-> document -has-> evidence is the cross-trajectory
@@ -23,7 +24,13 @@ search at all, the trajectory's orphan.
 
 Which steps count: a search counts when it returned results (structured or not); an open or find
 succeeds when it has an observation that is not a tool error ("Page not found", "No lines
-matching", ...). A find reads the page opened last in its trajectory unless its record names a URL.
+matching", ...).
+
+Document identity (`page_url`): the ``URL:`` header of the page the tool returned, else the URL or
+corpus id the record gives for it, else the URL the open asked for. A link index (harmony's
+``open{"id": 0}``) is never an identity: "0" is a different page in every trajectory, so such an
+open without a header has no document node. A find reads the page opened last in its trajectory
+unless its reply or record names one.
 """
 
 from __future__ import annotations
@@ -76,25 +83,30 @@ def is_search(step: Step) -> bool:
     return bool(step.documents) or (bool(text.strip()) and not _FAILED.match(text))
 
 
+def is_link_index(target: str | None) -> bool:
+    """True for a link number on the page shown last ("0", "12"), which names no page by itself."""
+    return target is not None and target.strip().lstrip("-").isdigit()
+
+
 def page_url(step: Step, current: str | None) -> str | None:
-    """Canonical URL of the page an evidence step read, or None if unknown."""
-    for doc in step.documents:
+    """Canonical URL of the page an evidence step read (rules in the module docstring), or None."""
+    m = _URL_HEADER.search(observation(step)[:500])
+    if m:  # the page names itself; what the call asked for may be a link index or a redirect
+        return canonical_url(m.group(1))
+    for doc in step.documents:  # the reader records no document for a link index (records docstring)
         if doc.url or doc.doc_id:
             return canonical_url(doc.url or doc.doc_id)
-    m = _URL_HEADER.search(step.search_result[:500])
-    if m:
-        return canonical_url(m.group(1))
     if step.action == "open" and step.content.strip():
-        return canonical_url(step.content)
+        return None if is_link_index(step.content) else canonical_url(step.content)
     return current
 
 
 def keep(group: QuestionGroup, report: DropReport) -> list[Trajectory]:
-    """Trajectories with an answer and at least one successful search, open or find."""
+    """Trajectories with an answer; those without any successful search, open or find are kept too
+    (they hang off an orphan subquery), so browsing graphs drop only for no_answer."""
     kept = []
     for traj in group.trajectories:
-        found = any(is_search(s) or is_evidence(s) for s in traj.steps)
-        reason = drop_reason(traj, found)
+        reason = drop_reason(traj, True)
         if reason is None:
             kept.append(traj)
         else:
@@ -159,6 +171,8 @@ def plan_browsing(group: QuestionGroup, options: GraphOptions, report: DropRepor
                     d = documents[key] = plan.add_node("document", None, -1 if options.cross_edges else t)
                 plan.add_edge(("evidence", "of", "document"), e, d)
                 plan.add_edge(("document", "has", "evidence"), d, e)
+        if not chain:  # answered without a successful tool call: the chain is its orphan alone
+            chain.append(plan.add_node("subquery", None, t))
     add_candidates(plan, group, kept, options.merge_answers)
     return plan
 

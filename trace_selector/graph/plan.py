@@ -101,8 +101,8 @@ class DropReport:
     retained: int = 0
     """Trajectories that became candidates."""
     dropped: dict[str, int] = field(default_factory=lambda: {"no_answer": 0, "no_search": 0})
-    """Dropped trajectories per reason: no_answer (answer empty after normalisation), no_search (no
-    search returned anything; browsing: no successful search, open or find)."""
+    """Dropped trajectories per reason: no_answer (answer empty after normalisation), no_search (WebQA:
+    no search returned anything; browsing graphs keep such trajectories with an orphan subquery)."""
     empty_questions: list[str] = field(default_factory=list)
     """Ids of questions with no retained trajectory (no graph)."""
 
