@@ -8,6 +8,9 @@ Variants (all on the same questions, model and K; each process starts its own en
   per decode step: decoding a 1.5B model on 2 cores is bound by reading the weights, which a bigger
   batch shares);
 - ``preload+chunk16``: 16 questions per batch with the default block size;
+- ``preload+block32+continuous``: also continuous batching across agent turns (`agent.continuous`): a
+  trajectory's next turn joins the running batch when its last one ends, instead of every turn
+  waiting for the batch's longest completion; ``+chunk16`` with 16 questions per batch as well;
 - ``preload+block32+ngram3`` / ``ngram5``: also vLLM's n-gram (prompt-lookup) speculative decoding
   with 3 or 5 proposed tokens per step (an agent copies names and years from its search results);
   ``preload+block32+chunk16+ngram3`` with 16 questions per batch as well;
@@ -39,6 +42,9 @@ VARIANTS: dict[str, tuple[dict[str, str], list[str]]] = {
     "preload+block32+chunk16": ({}, ["engine_options.block_size=32", "chunk_questions=16"]),
     "preload+chunk16": ({}, ["chunk_questions=16"]),
     "preload+fp32": ({}, ["engine_options.dtype=float32"]),
+    "preload+block32+continuous": ({}, ["engine_options.block_size=32", "agent.continuous=true"]),
+    "preload+block32+continuous+chunk16": ({}, ["engine_options.block_size=32", "agent.continuous=true",
+                                                "chunk_questions=16", "engine_options.max_num_seqs=128"]),
     "preload+block32+ngram3": ({}, ["engine_options.block_size=32", "engine_options.speculative_ngram=3"]),
     "preload+block32+ngram5": ({}, ["engine_options.block_size=32", "engine_options.speculative_ngram=5"]),
     "preload+block32+chunk16+ngram3": ({}, ["engine_options.block_size=32", "chunk_questions=16",

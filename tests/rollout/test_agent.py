@@ -218,3 +218,58 @@ def test_truncated_turns_are_counted_apart_from_invalid_actions():
     stats = action_stats([r.to_trajectory()])
     assert (stats["turns"], stats["invalid_turns"], stats["truncated_turns"]) == (2, 1, 1)
     assert stats["valid_action_rate"] == 0.5 and stats["complete_turn_valid_rate"] == 1.0
+
+
+class ContinuousEngine(FakeEngine):
+    """`FakeEngine` with the continuous-batching entry point: one request finishes per engine step,
+    the one submitted last first (as a short completion overtakes long ones in vLLM's running batch),
+    so a trajectory's later turns run while other trajectories still wait for their first."""
+
+    def __init__(self, policy, **kw):
+        super().__init__(policy, **kw)
+        self.order: list[tuple[str, int]] = []
+
+    def generate_continuous(self, first, on_result):
+        queue = list(first)
+        while queue:
+            key, request = queue.pop()
+            [result] = self.generate([request])
+            self.order.append((key.question_id, key.turns))
+            queue.extend(on_result(key, result))
+
+
+@pytest.mark.parametrize("policy,turns", [(search_then_answer, 3), (always_search, 2)])
+def test_continuous_batching_records_what_turn_batching_records(policy, turns):
+    """Same engine policy, both loops: identical trajectories, accounting and tool calls; only the
+    grouping differs (the continuous loop starts a trajectory's next turn before others end theirs)."""
+    runs = {}
+    for continuous in (False, True):
+        engine = ContinuousEngine(policy)
+        agent = Agent(engine, SearchTools(FakeIndex()), AgentConfig(max_turns=turns, continuous=continuous))
+        rollouts = [agent.start(q.id, q.question, q.golden_answers, s) for q in QUESTIONS for s in range(2)]
+        agent.run(rollouts)
+        runs[continuous] = (engine, agent, [r.to_trajectory() for r in rollouts])
+    (e0, a0, t0), (e1, a1, t1) = runs[False], runs[True]
+
+    def record(t):  # what the prefix cache served depends on the order requests came in, nothing else
+        d = trajectory_to_dict(t)
+        for step in d["steps"]:
+            step.pop("cached_tokens", None)
+        return d
+
+    assert [record(t) for t in t0] == [record(t) for t in t1]
+    assert a0.accounting.engine.requests == a1.accounting.engine.requests
+    assert a0.accounting.engine.generated_tokens == a1.accounting.engine.generated_tokens
+    assert a0.accounting.tool_calls == a1.accounting.tool_calls
+    assert e0.order == [] and set(e1.batches) == {1}
+    # A second turn was submitted while first turns of other trajectories were still waiting.
+    first_second = next(i for i, (_, turn) in enumerate(e1.order) if turn > 0)
+    assert any(turn == 0 for _, turn in e1.order[first_second:])
+
+
+def test_continuous_falls_back_to_turn_batches_without_engine_support():
+    engine = FakeEngine(search_then_answer)
+    agent = Agent(engine, SearchTools(FakeIndex()), AgentConfig(max_turns=3, continuous=True))
+    rollouts = [agent.start(q.id, q.question, q.golden_answers, 0) for q in QUESTIONS]
+    agent.run(rollouts)
+    assert engine.batches == [3, 3] and all(r.done for r in rollouts)

@@ -33,10 +33,12 @@ RUNS = [
     ("partial", ["partial.initial=1", "partial.top_steps=1", "partial.branches=1", "partial.min_step=0"]),
     ("replicas", ["replicas.mode=ohg", "replicas.max_tokens=64", "agent.max_parallel=2"]),
     ("standard", ["agent_kind=browsing", "agent.ask_confidence=true"]),
+    ("standard", ["agent.continuous=true"]),  # vLLM's engine loop, turns joining the running batch
 ]
 
 
-@pytest.mark.parametrize("strategy,extra", RUNS, ids=["standard", "divinit", "partial", "replicas", "browsing"])
+@pytest.mark.parametrize("strategy,extra", RUNS, ids=["standard", "divinit", "partial", "replicas", "browsing",
+                                                         "continuous"])
 def test_strategy_end_to_end(engine, setting, tmp_path, strategy, extra):
     from trace_selector.records import read_meta, read_pool
     from trace_selector.records.summary import summarize_pool

@@ -21,9 +21,10 @@ the engine is seeded once and `GenResult.seed_applied` is False; on GPU every re
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -281,6 +282,46 @@ class VLLMEngine(ChatTokenizerMixin):
         ]
         self.stats.add(results, time.perf_counter() - t0)
         return results
+
+    def generate_continuous(self, first: Sequence[tuple[Any, GenRequest]],
+                            on_result: Callable[[Any, GenResult], Sequence[tuple[Any, GenRequest]]]) -> None:
+        """Continuous batching across agent turns: submit `first` ((key, request) pairs); whenever a
+        request finishes, `on_result(key, result)` returns the follow-up requests, which join the running
+        batch at once. A turn-by-turn loop waits for the longest completion of every turn while the
+        other slots idle; here a finished trajectory's next turn starts at the next engine step. Each
+        request is sampled exactly as `generate` samples it, so the output distribution is the same."""
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        engine = self.llm.llm_engine
+        pending: dict[str, tuple[Any, GenRequest]] = {}
+        counter = itertools.count()
+
+        def submit(key: Any, request: GenRequest) -> None:
+            if len(request.prompt_token_ids) + request.max_tokens > self.config.max_model_len:
+                raise InputError(f"request {key!r}: prompt {len(request.prompt_token_ids)} + max_tokens "
+                                 f"{request.max_tokens} tokens exceeds max_model_len {self.config.max_model_len}")
+            params = self.sampling_params(request)
+            params.output_kind = RequestOutputKind.FINAL_ONLY  # one output per request, when it ends
+            # Outputs carry the id given here (the engine keeps its own internal one apart).
+            rid = f"c{next(counter)}"
+            engine.add_request(rid, TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)), params)
+            pending[rid] = (key, request)
+
+        for key, request in first:
+            submit(key, request)
+        t0 = time.perf_counter()
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                if not out.finished:
+                    continue
+                key, request = pending.pop(out.request_id)
+                result = result_from_output(out, seed_applied=(not self.on_cpu) and request.seed is not None,
+                                            top_logprobs=request.top_logprobs if request.logprobs else 0)
+                self.stats.add([result], 0.0)
+                for nkey, nreq in on_result(key, result):
+                    submit(nkey, nreq)
+        self.stats.add([], time.perf_counter() - t0)
 
     def info(self) -> dict[str, Any]:
         return {

@@ -63,6 +63,10 @@ class AgentConfig:
     top_logprobs: int = 20
     """Candidates per token for DeepConf token confidence, recorded at generation time (the paper
     uses 20, vLLM's maximum here); 0 records only the sampled token's log-probability."""
+    continuous: bool = False
+    """Submit each trajectory's next turn as soon as its last one ends (continuous batching across
+    turns, engines that support it: in-process vLLM), instead of one batch per turn that waits for
+    its longest completion. Changes how work is grouped, not what is sampled."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -308,7 +312,12 @@ class Agent:
     # the loop --------------------------------------------------------------------------------------
 
     def run(self, rollouts: list[Rollout], on_batch: Callable[[list[GenResult]], None] | None = None) -> None:
-        """Advance every rollout to completion, one batched `engine.generate` call per turn."""
+        """Advance every rollout to completion: one batched `engine.generate` call per turn, or, with
+        `AgentConfig.continuous` on an engine that offers it, each rollout's next turn submitted the
+        moment its previous one finishes."""
+        if self.cfg.continuous and hasattr(self.engine, "generate_continuous"):
+            self._run_continuous(rollouts, on_batch)
+            return
         while True:
             active = [r for r in rollouts if not r.done]
             for r in active:
@@ -324,6 +333,24 @@ class Agent:
                 self._consume(r, res)
             if on_batch is not None:
                 on_batch(results)
+
+    def _run_continuous(self, rollouts: list[Rollout], on_batch: Callable[[list[GenResult]], None] | None) -> None:
+        def follow(r: Rollout, res: GenResult) -> list[tuple[Rollout, GenRequest]]:
+            self.accounting.add_results([res], 0.0)
+            self._consume(r, res)
+            if on_batch is not None:
+                on_batch([res])
+            if not r.done:
+                self._check_room(r)
+            return [] if r.done else [(r, self._request(r))]
+
+        for r in rollouts:
+            if not r.done:
+                self._check_room(r)
+        first = [(r, self._request(r)) for r in rollouts if not r.done]
+        t0 = time.perf_counter()
+        self.engine.generate_continuous(first, follow)
+        self.accounting.add_results([], time.perf_counter() - t0)
 
     def _check_room(self, r: Rollout) -> None:
         # A prompt that cannot fit another turn is forced to answer; if even that cannot fit, stop.
