@@ -15,6 +15,7 @@ from trace_selector.baselines.llm import Chat, LLMConfig, answer_span, match_can
 from trace_selector.baselines.render import render_steps
 from trace_selector.errors import InputError
 from trace_selector.records import Step
+from trace_selector.records.answers import normalize_answer
 
 from tests.conftest import ScriptedEngine, make_group
 
@@ -71,12 +72,15 @@ def test_llm_config_validation():
 
 # --- SolAgg / SummAgg ---------------------------------------------------------------------------
 
-def test_solagg_maps_to_existing_answer_and_counts_tokens():
-    out = "Solution 2 quotes a document. <answer>London</answer>"
+def test_solagg_answers_freely_and_counts_tokens():
+    # The papers' aggregator reasons and answers freely: no structured output, "<" allowed, and an
+    # answer equal to a candidate's is attributed to that trajectory.
+    out = "Solution 2 quotes a document (score <1 for solution 1). <answer>London</answer>"
     engine, c = chat(lambda p, r: out)
     [p] = SolAgg(c).select([make_group()])
-    assert (p.sample_id, p.answer, p.parse_failures) == (1, "London", 0)
+    assert (p.sample_id, p.answer, p.parse_failures, p.fallback) == (1, "London", 0, None)
     [req] = engine.requests
+    assert req.regex is None and req.stop == ["</answer>"]
     prompt = engine.decode(req.prompt_token_ids)
     assert "[Solution 1]" in prompt and "Final answer of solution 2: London" in prompt
     assert "The documents say London." in prompt  # the whole final solution, not a summary
@@ -84,10 +88,36 @@ def test_solagg_maps_to_existing_answer_and_counts_tokens():
     assert "agreement makes the answer more likely to be right, but it is not a guarantee" in " ".join(prompt.split())
     assert "Never combine different answers" in prompt and "cannot call tools" in prompt
     assert (req.temperature, req.top_p) == (0.6, 0.95)
+    assert p.tokens_in == len(req.prompt_token_ids) and p.tokens_out == len(out)
+    assert p.extra["forced_answer"] is False and p.extra["cut_tokens"] == 0 and p.extra["novel"] is False
+
+
+def test_free_answer_no_trajectory_gave_is_scored_against_gold():
+    from trace_selector.evaluate import score_pick
+
+    g = make_group(answers=("Paris", "London", "Paris"), gold=("Lutetia",))
+    _, c = chat(lambda p, r: "Both are modern names; the old one is <answer>Lutetia</answer>")
+    solagg = SolAgg(c)
+    [p] = solagg.select([g])
+    assert (p.sample_id, p.answer, p.extra["novel"]) == (None, "Lutetia", True)
+    assert score_pick(g, p) == (1.0, 1.0)
+    assert solagg.describe()["novel_answers"] == 1 and solagg.describe()["answer"] == "free"
+    # no answer at all: a parse failure that scores 0, as in the paper (no majority fallback)
+    _, c = chat(lambda p, r: "I cannot tell.")
+    [p] = SolAgg(c).select([g])
+    assert (p.sample_id, p.answer, p.parse_failures, p.fallback) == (None, "", 1, None)
+    assert score_pick(g, p) == (0.0, 0.0)
+
+
+def test_choice_variant_keeps_the_answer_among_the_candidates():
+    out = "Solution 2 quotes a document. <answer>London</answer>"
+    engine, c = chat(lambda p, r: out)
+    method = SolAgg(c, choice=True)
+    [p] = method.select([make_group()])
+    assert method.name == "solagg_choice" and (p.sample_id, p.answer) == (1, "London")
+    [req] = engine.requests
     # free reasoning (anything but "<"), then one of the candidates
     assert req.regex == "[^<]*<answer>(Paris|London)</answer>" and re.fullmatch(req.regex, out)
-    assert p.tokens_in == len(req.prompt_token_ids) and p.tokens_out == len(out)
-    assert p.extra["forced_answer"] is False and p.extra["cut_tokens"] == 0
 
 
 def test_integrate_cut_before_answer_gets_a_forced_answer():
@@ -99,14 +129,15 @@ def test_integrate_cut_before_answer_gets_a_forced_answer():
                     g.finish_reason = "length"
             return out
 
-    engine = Cut(lambda p, r: "Let me weigh them" if r.max_tokens == 512 else "London</answer>")
-    [p] = SolAgg(Chat(engine, LLMConfig())).select([make_group()])
-    assert p.answer == "London" and p.extra["forced_answer"] is True
-    first, forced = engine.requests
-    assert forced.max_tokens == 48 and forced.regex == "(Paris|London)</answer>"
-    # the continuation resumes from the reasoning it wrote, with the answer tag already open
-    assert engine.decode(forced.prompt_token_ids) == engine.decode(first.prompt_token_ids) + "Let me weigh them\n<answer>"
-    assert p.tokens_out == len("Let me weigh them") + len("London</answer>")
+    for choice, regex, answer in ((True, "(Paris|London)</answer>", "London"), (False, None, "Lyon")):
+        engine = Cut(lambda p, r: "Let me weigh them" if r.max_tokens == 512 else f"{answer}</answer>")
+        [p] = SolAgg(Chat(engine, LLMConfig()), choice=choice).select([make_group()])
+        assert p.answer == answer and p.extra["forced_answer"] is True
+        first, forced = engine.requests
+        assert forced.max_tokens == 48 and forced.regex == regex
+        # the continuation resumes from the reasoning it wrote, with the answer tag already open
+        assert engine.decode(forced.prompt_token_ids) == engine.decode(first.prompt_token_ids) + "Let me weigh them\n<answer>"
+        assert p.tokens_out == len("Let me weigh them") + len(f"{answer}</answer>")
 
 
 def test_budgets_fit_the_context_and_cuts_are_reported():
@@ -115,31 +146,41 @@ def test_budgets_fit_the_context_and_cuts_are_reported():
     c = Chat(engine, LLMConfig(answer_tokens=400))
     assert c.context == 3000 and c.prompt_budget(400) == 2600
     g = make_group()
-    for t in g.trajectories:
+    g.trajectories[0].final_text = "short. <answer>Paris</answer>"
+    for t in g.trajectories[1:]:
         t.final_text = "reasoning " * 200 + f"<answer>{t.answer}</answer>"
-    [p] = SolAgg(c).select([g])
+    solagg = SolAgg(c)
+    [p] = solagg.select([g])
     [req] = engine.requests
-    assert 2400 < len(req.prompt_token_ids) <= 2600 and p.extra["cut_tokens"] > 0
+    # the budget is split evenly, so the short solution leaves part of its share unused
+    assert 2000 < len(req.prompt_token_ids) <= 2600 and p.extra["cut_tokens"] > 0
+    # two of the three solutions did not fit whole: reported per question and in results.json
+    assert (p.extra["clipped"], p.extra["shown"]) == (2, 3)
+    assert solagg.describe()["clipped_trajectories"] == 2 and solagg.describe()["shown_trajectories"] == 3
     with pytest.raises(InputError, match="leaves"):
         c.prompt_budget(2900)
 
 
-def test_solagg_parse_failure_falls_back_to_majority():
+def test_choice_parse_failure_falls_back_to_majority():
     _, c = chat(lambda p, r: "I cannot tell.", constrained=False)
-    [p] = SolAgg(c).select([make_group()])
+    [p] = SolAgg(c, choice=True).select([make_group()])
     assert p.answer == "Paris" and p.sample_id == 0 and p.parse_failures == 1 and "majority" in p.fallback
 
 
-def test_aggregators_skip_unanimous_and_unanswered_questions():
-    engine, c = chat(lambda p, r: "<answer>x</answer>")
+def test_unanimous_questions_skipped_only_by_the_choice_variants():
     unanimous = make_group("u", answers=("Paris", "paris", ""))
     empty = make_group("e", answers=("", ""))
-    picks = SolAgg(c).select([unanimous, empty])
+    engine, c = chat(lambda p, r: "<answer>x</answer>")
+    picks = SolAgg(c, choice=True).select([unanimous, empty])
     assert engine.requests == []
     assert (picks[0].sample_id, picks[0].extra) == (0, {"unanimous": True})
     assert picks[1].sample_id is None
     engine, c = chat(lambda p, r: "<answer>Paris</answer>", skip_unanimous=False)
-    assert SolAgg(c).select([unanimous])[0].answer == "Paris" and len(engine.requests) == 1
+    assert SolAgg(c, choice=True).select([unanimous])[0].answer == "Paris" and len(engine.requests) == 1
+    # a free aggregator may overrule agreement, so it is always asked (not for an unanswered question)
+    engine, c = chat(lambda p, r: "<answer>Lyon</answer>")
+    picks = SolAgg(c).select([unanimous, empty])
+    assert len(engine.requests) == 1 and picks[0].answer == "Lyon" and picks[1].sample_id is None
 
 
 def test_summagg_reports_then_integrates():
@@ -246,7 +287,7 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
 
     pool = Pool(groups=[make_group("q1", ("Paris", "London", "Lyon")),
                         make_group("q2", ("Berlin", "Bonn", "Berlin"), gold=("Berlin",))], path="tiny")
-    methods = ["majority", "solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks"]
+    methods = ["majority", "solagg", "summagg", "solagg_choice", "aggagent", "judge_gs", "judge_fves", "judge_tks"]
     cfg = EvalConfig(pool="tiny", methods=methods, out=str(tmp_path / "results.json"), budget=False,
                      per_question=str(tmp_path / "perq.jsonl"),
                      llm=LLMConfig(max_prompt_tokens=640, answer_tokens=40, report_tokens=48, agent_max_iterations=3))
@@ -261,13 +302,17 @@ def test_llm_methods_end_to_end_on_vllm(tmp_path):
         spent = r["tokens_in"] == 0 and r["tokens_out"] == 0 if name == "judge_fves" else r["tokens_in"] > 0 and r["tokens_out"] > 0
         assert spent and 0.0 <= r["em"] <= 100.0, (name, r)
     assert 0.0 < saved["methods"]["summagg"]["compression_ratio"] < 5.0
-    # Selection-based: every method returns one of the question's existing answers, from that trajectory;
-    # only AggAgent may keep a free-form answer that matches none (sample_id None, marked synthesized).
+    # Selection-based methods return one of the question's existing answers, from that trajectory;
+    # AggAgent, SolAgg and SummAgg may write an answer that matches none (sample_id None).
     for row, group in zip(map(json.loads, (tmp_path / "perq.jsonl").read_text().splitlines()), pool.groups):
         answers = {t.sample_id: t.answer for t in group.trajectories}
         for name, pick in row["methods"].items():
             if name == "aggagent" and pick["sample_id"] is None:
                 assert pick["answer"] and pick["details"]["synthesized"], pick
+                continue
+            if name in ("solagg", "summagg"):
+                if pick["sample_id"] is not None:  # the aggregator's own spelling of a candidate's answer
+                    assert normalize_answer(answers[pick["sample_id"]]) == normalize_answer(pick["answer"]), (name, pick)
                 continue
             assert answers[pick["sample_id"]] == pick["answer"], (name, pick)
     assert saved["methods"]["aggagent"]["settings"]["max_iterations"] == 3

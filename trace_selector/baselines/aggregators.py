@@ -6,20 +6,35 @@ report is chosen; no tools; no merged answers. SolAgg shows every answered traje
 SummAgg first compresses each trajectory into a <report> (Solution Planning / Solution Methods /
 Final Reasoning), then integrates the reports.
 
-Selection-based: the output is mapped onto one of the existing answers (`llm.match_candidate`); with
-`LLMConfig.constrained` the integrate call may write anything but ``<`` and then must end in
-``<answer>`` + one candidate answer (`prompts.choice_regex`). When the free reasoning uses up
-`LLMConfig.answer_tokens` before ``<answer>``, one continuation call appends ``<answer>`` to what it
-wrote and allows only a candidate (``Pick.extra["forced_answer"]``). An output that maps to no
-candidate is a parse failure and the question falls back to the majority vote.
+``solagg`` / ``summagg`` run as the papers run them: the integrate call reasons and answers freely,
+and the answer is the text of its last ``<answer>`` (`llm.free_answer`), scored against the gold like
+any other answer, so it may be an answer no trajectory gave (``Pick.extra["novel"]``; such a pick has
+no sample_id, and on a pool without gold aliases, where only trajectories carry a stored `correct`, it
+scores 0). An answer equal to a candidate's after normalisation is attributed to that trajectory. An
+output without an answer is a parse failure and scores 0, as it would in the paper (no fallback).
+Every question with an answer is aggregated, unanimous ones included: a free aggregator may overrule
+agreement, so `LLMConfig.skip_unanimous` does not apply.
+
+``solagg_choice`` / ``summagg_choice`` are the selection-only variants: the output is mapped onto one of
+the existing answers (`llm.match_candidate`); with `LLMConfig.constrained` the integrate call may write
+anything but ``<`` and then must end in ``<answer>`` + one candidate answer (`prompts.choice_regex`).
+An output that maps to no candidate is a parse failure and the question falls back to the majority
+vote; with `LLMConfig.skip_unanimous` a question whose answered trajectories all agree gets no call
+(any selection would return that answer). They suit models too small to follow the answer format.
+
+For both, when the free reasoning uses up `LLMConfig.answer_tokens` before ``<answer>``, one
+continuation call appends ``<answer>`` to what it wrote and lets the model write the answer (a
+candidate only, in the choice variants) (``Pick.extra["forced_answer"]``).
 
 Only answered trajectories are shown (ParallelMuse drops trajectories without a prediction), numbered
-1..m in sample_id order. A question whose answered trajectories all agree needs no call when
-`LLMConfig.skip_unanimous` is on: any selection would return that answer.
+1..m in sample_id order.
 
 Budgets: prompts fit `Chat.prompt_budget` (the model's context minus the call's output budget), split
 evenly over the solutions / reports; what is cut from the middle of a piece is counted in
-``Pick.extra["cut_tokens"]`` (summed into results.json and the table).
+``Pick.extra["cut_tokens"]`` (summed into results.json and the table), and the trajectories so cut in
+``Pick.extra["clipped"]`` (of ``Pick.extra["shown"]``); `Aggregator.describe` reports both totals of
+the last run (``clipped_trajectories`` of ``shown_trajectories``) and the free answers no trajectory gave
+(``novel_answers``) in results.json.
 
 Every call of a question is batched with the same stage of every other question, so a pool costs
 one engine batch for SolAgg and two (reports, then integrate) for SummAgg, plus one for forced answers.
@@ -32,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trace_selector.baselines import prompts
-from trace_selector.baselines.llm import Chat, match_candidate
+from trace_selector.baselines.llm import Chat, free_answer, match_candidate
 from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.baselines.render import render_transcript, short_solution
 from trace_selector.records import QuestionGroup, Trajectory
@@ -70,6 +85,20 @@ def resolve(group: QuestionGroup, cands: Sequence[Trajectory], text: str, tokens
     return pick_from(group, chosen, **cost)
 
 
+def resolve_free(group: QuestionGroup, cands: Sequence[Trajectory], text: str, tokens_in: int, tokens_out: int,
+                 **extra) -> Pick:
+    """The aggregator's own answer (module docstring): attributed to the first candidate that gave it,
+    else a pick of no trajectory; no answer at all is one parse failure and an empty pick."""
+    answer = free_answer(text)
+    norm = normalize_answer(answer)
+    cost: dict[str, Any] = {"tokens_in": tokens_in, "tokens_out": tokens_out}
+    if not norm:
+        return Pick(group.question_id, None, "", parse_failures=1, extra={"output": text[-300:], **extra}, **cost)
+    same = next((t for t in cands if normalize_answer(t.answer) == norm), None)
+    details = {"output": text[-300:], "novel": same is None, **extra}
+    return Pick(group.question_id, None if same is None else same.sample_id, answer, extra=details, **cost)
+
+
 _REPORT = re.compile(r"<report>(.*?)(?:</report>|$)", re.S | re.I)
 
 
@@ -87,34 +116,55 @@ def final_solution(traj: Trajectory) -> str:
 
 
 class Aggregator:
-    """Shared skeleton: questions with a real choice get calls, the others a direct pick."""
+    """Shared skeleton: questions with something to aggregate get calls, the others a direct pick.
 
-    name = ""
+    Args:
+        chat: the LLM calls.
+        choice: the selection-only variant (answer mapped onto a candidate; module docstring).
+    """
 
-    def __init__(self, chat: Chat):
+    family = ""
+    """Method name of the free variant; the choice variant adds ``_choice``."""
+
+    def __init__(self, chat: Chat, choice: bool = False):
         self.chat = chat
+        self.choice = choice
+        self.name = f"{self.family}_choice" if choice else self.family
+        self.last: dict[str, int] = {}
 
     def check(self, groups: Sequence[QuestionGroup]) -> str | None:
         return None
 
     def describe(self) -> dict[str, Any]:
-        """Sampling and budget settings, for results.json."""
+        """Sampling and budget settings, and what the last run clipped, for results.json."""
         cfg = self.chat.cfg
         return {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_prompt_tokens": cfg.max_prompt_tokens,
-                "context": self.chat.context, "answer_tokens": cfg.answer_tokens}
+                "context": self.chat.context, "answer_tokens": cfg.answer_tokens,
+                "answer": "a candidate's" if self.choice else "free", **self.last}
 
     def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
         picks: list[Pick | None] = [None] * len(groups)
         todo = []
+        skip_unanimous = self.choice and self.chat.cfg.skip_unanimous
         for i, g in enumerate(groups):
             cands = candidates_of(g)
-            if needs_call(cands, self.chat.cfg.skip_unanimous):
+            if needs_call(cands, skip_unanimous):
                 todo.append(i)
             else:
                 picks[i] = pick_from(g, cands[0] if cands else None, extra={"unanimous": bool(cands)})
         for i, pick in zip(todo, self._aggregate([groups[i] for i in todo])):
             picks[i] = pick
-        return [p for p in picks if p is not None]
+        done = [p for p in picks if p is not None]
+        self.last = {
+            "shown_trajectories": sum(p.extra.get("shown", 0) for p in done),
+            "clipped_trajectories": sum(p.extra.get("clipped", 0) for p in done),
+            "novel_answers": sum(1 for p in done if p.extra.get("novel")),
+        }
+        return done
+
+    def _resolve(self, group: QuestionGroup, cands: Sequence[Trajectory], text: str, tokens_in: int,
+                 tokens_out: int, **extra) -> Pick:
+        return (resolve if self.choice else resolve_free)(group, cands, text, tokens_in, tokens_out, **extra)
 
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
         raise NotImplementedError
@@ -128,14 +178,15 @@ class Aggregator:
         """Integrate calls with free reasoning, then a forced answer for those cut before ``<answer>``:
         (output text, tokens in, tokens out, forced) per conversation."""
         cfg = self.chat.cfg
-        regexes = [prompts.choice_regex(distinct_answers(c)) for c in cand_lists]
+        regexes = [prompts.choice_regex(distinct_answers(c)) for c in cand_lists] if self.choice else None
         replies = self.chat(convs, cfg.answer_tokens, regex=regexes, stop=["</answer>"])
         out = [(r.text, r.tokens_in, r.tokens_out, False) for r in replies]
         cut = [i for i, r in enumerate(replies) if r.finish_reason == "length" and "<answer>" not in r.text]
         if cut:
             heads = [replies[i].text.rstrip() + "\n<answer>" for i in cut]
             tails = self.chat([convs[i] for i in cut], cfg.forced_answer_tokens, stop=["</answer>"], prefixes=heads,
-                              regex=[prompts.choice_regex(distinct_answers(cand_lists[i]), reasoning=False) for i in cut])
+                              regex=[prompts.choice_regex(distinct_answers(cand_lists[i]), reasoning=False) for i in cut]
+                              if self.choice else None)
             for i, head, r in zip(cut, heads, tails):
                 text, tin, tout, _ = out[i]
                 out[i] = (head + r.text, tin + r.tokens_in, tout + r.tokens_out, True)
@@ -145,7 +196,7 @@ class Aggregator:
 class SolAgg(Aggregator):
     """Every answered trajectory's final solution, integrated in one call."""
 
-    name = "solagg"
+    family = "solagg"
 
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
         convs, cand_lists, cuts = [], [], []
@@ -156,17 +207,18 @@ class SolAgg(Aggregator):
                 self.chat.count(prompts.SOLAGG_CANDIDATE.format(i=i, solution="", answer=t.answer)) + 1
                 for i, t in enumerate(cands, 1))
             each = self._fit(base, len(cands))
-            blocks, cut = [], 0
+            blocks, cut, clipped = [], 0, 0
             for i, t in enumerate(cands, 1):
                 solution, n = self.chat.fit(final_solution(t), each)
                 blocks.append(prompts.SOLAGG_CANDIDATE.format(i=i, solution=solution, answer=t.answer))
                 cut += n
+                clipped += n > 0
             convs.append([{"role": "user", "content": prompts.SOLAGG.format(question=g.question, candidates="\n".join(blocks))}])
             cand_lists.append(cands)
-            cuts.append(cut)
+            cuts.append((cut, clipped))
         results = self._integrate(convs, cand_lists)
-        return [resolve(g, c, text, tin, tout, forced_answer=forced, cut_tokens=cut)
-                for g, c, (text, tin, tout, forced), cut in zip(groups, cand_lists, results, cuts)]
+        return [self._resolve(g, c, text, tin, tout, forced_answer=forced, cut_tokens=cut, clipped=clipped, shown=len(c))
+                for g, c, (text, tin, tout, forced), (cut, clipped) in zip(groups, cand_lists, results, cuts)]
 
 
 class SummAgg(Aggregator):
@@ -177,7 +229,7 @@ class SummAgg(Aggregator):
     (tokens of the full rendered transcripts they compress), whose ratio is the compression ratio.
     """
 
-    name = "summagg"
+    family = "summagg"
 
     def _aggregate(self, groups: list[QuestionGroup]) -> list[Pick]:
         cfg = self.chat.cfg
@@ -185,14 +237,17 @@ class SummAgg(Aggregator):
         convs = []
         traj_tokens = [0] * len(groups)
         cuts = [0] * len(groups)
+        clipped: list[set[int]] = [set() for _ in groups]  # sample ids cut in their report or integrate prompt
         for gi, g in enumerate(groups):
             base = self.chat.prompt_tokens(prompts.SUMMAGG_REPORT.format(transcript=""))
             for t in candidates_of(g):
                 record = f"Question: {g.question}\n\n{render_transcript(t, cfg.doc_chars)}"
                 traj_tokens[gi] += self.chat.count(record)
-                clipped, cut = self.chat.fit(record, self._fit(base, 1, cfg.report_tokens))
+                shown, cut = self.chat.fit(record, self._fit(base, 1, cfg.report_tokens))
                 cuts[gi] += cut
-                convs.append([{"role": "user", "content": prompts.SUMMAGG_REPORT.format(transcript=clipped)}])
+                if cut:
+                    clipped[gi].add(t.sample_id)
+                convs.append([{"role": "user", "content": prompts.SUMMAGG_REPORT.format(transcript=shown)}])
                 jobs.append((gi, t))
         reports = self.chat(convs, cfg.report_tokens)
 
@@ -214,6 +269,8 @@ class SummAgg(Aggregator):
             for i, (t, text) in enumerate(entries, 1):
                 report, cut = self.chat.fit(text, each)
                 cuts[gi] += cut
+                if cut:
+                    clipped[gi].add(t.sample_id)
                 blocks.append(prompts.SUMMAGG_ENTRY.format(i=i, report=report, answer=t.answer))
             convs.append([{"role": "user", "content": prompts.SUMMAGG_INTEGRATE.format(question=g.question, reports="\n".join(blocks))}])
         finals = self._integrate(convs, [[t for t, _ in entries] for entries in per_group])
@@ -222,8 +279,9 @@ class SummAgg(Aggregator):
         for gi, (g, (text, tin, tout, forced)) in enumerate(zip(groups, finals)):
             cands = [t for t, _ in per_group[gi]]
             picks.append(
-                resolve(
+                self._resolve(
                     g, cands, text, cost_in[gi] + tin, cost_out[gi] + tout, forced_answer=forced, cut_tokens=cuts[gi],
+                    clipped=len(clipped[gi]), shown=len(cands),
                     report_tokens=report_tokens[gi], trajectory_tokens=traj_tokens[gi],
                 )
             )

@@ -17,6 +17,10 @@ Mapping model output to a candidate (`match_candidate`), in order:
 4. the longest candidate answer contained (as whole words) in the span, then in the whole output;
 5. the candidate with the best token F1 against the span, if that F1 >= 0.5.
 Anything else is a parse failure; the caller falls back to the majority vote and counts it.
+
+The free aggregators do not map: their answer is `free_answer`, the text of the last ``<answer>`` tag
+(an unclosed one runs to the end), else of the last ``\\boxed{...}``, else none, as ParallelMuse
+extracts it.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class LLMConfig:
     top_p: float = 0.95
     """Nucleus sampling mass of every call (ParallelMuse: 0.95)."""
     constrained: bool = True
-    """Constrain judge scores and agent actions with a structured-output regex (small models rarely follow formats)."""
+    """Constrain judge scores, agent actions and the ``*_choice`` aggregators' answers with a
+    structured-output regex (small models rarely follow formats); solagg and summagg are never constrained."""
     agent_max_iterations: int = 100
     """AggAgent calls per question before it must finish (the paper's 100; the last one only allows
     finish). On a small context the context usually ends the loop first; results.json reports the cap."""
@@ -63,7 +68,9 @@ class LLMConfig:
     doc_chars: int = 240
     """Characters kept of each retrieved document in rendered transcripts."""
     skip_unanimous: bool = True
-    """Make no call for a question whose answered trajectories all agree (any selection would return that answer)."""
+    """Make no call for a question whose answered trajectories all agree (any selection would return that
+    answer); selection-only methods only (judges, ``*_choice`` aggregators): solagg and summagg may answer
+    otherwise and are always called."""
 
     def __post_init__(self) -> None:
         for name in ("max_prompt_tokens", "answer_tokens", "report_tokens", "judge_tokens", "action_tokens", "forced_answer_tokens",
@@ -187,6 +194,15 @@ def answer_span(text: str) -> str:
     if lines:
         return lines[-1].strip()
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def free_answer(text: str) -> str:
+    """The answer a free aggregator wrote (module docstring); "" when it wrote none."""
+    tags = _ANSWER_TAG.findall(text)
+    if tags:
+        return tags[-1].strip()
+    boxed = _BOXED.findall(text)
+    return boxed[-1].strip() if boxed else ""
 
 
 def _contains(haystack: str, needle: str) -> bool:

@@ -31,8 +31,11 @@ FAST_METHODS: tuple[str, ...] = (
 fixes the score (mean, tail, bottom10, lowest) for the DeepConf variants side by side; ``deepconf_low`` /
 ``deepconf_high`` filter to the top 10% / 90% by that score before the weighted vote (the paper's eta)."""
 
-LLM_METHODS: tuple[str, ...] = ("solagg", "summagg", "aggagent", "judge_gs", "judge_fves", "judge_tks")
-"""Methods that call an LLM on the rollout engine."""
+LLM_METHODS: tuple[str, ...] = (
+    "solagg", "summagg", "solagg_choice", "summagg_choice", "aggagent", "judge_gs", "judge_fves", "judge_tks",
+)
+"""Methods that call an LLM on the rollout engine. ``solagg`` / ``summagg`` answer freely, as the papers
+do; the ``_choice`` variants must pick one of the candidates' answers (baselines/aggregators.py)."""
 
 MODEL_METHODS: tuple[str, ...] = ("trace",)
 """Methods that need a trained selector checkpoint."""
@@ -81,6 +84,8 @@ def build_llm(name: str, chat: Chat) -> Method:
     builders: dict[str, Callable[[], Method]] = {
         "solagg": lambda: SolAgg(chat),
         "summagg": lambda: SummAgg(chat),
+        "solagg_choice": lambda: SolAgg(chat, choice=True),
+        "summagg_choice": lambda: SummAgg(chat, choice=True),
         "aggagent": lambda: AggAgent(chat),
         "judge_gs": lambda: Judge(chat, "global"),
         "judge_fves": lambda: Judge(chat, "first_valid"),
