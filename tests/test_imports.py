@@ -110,7 +110,7 @@ def test_no_import_cycle():
 
 
 LAYERS: list[set[str]] = [
-    {"", "errors", "types", "paths", "atomic", "extras", "config", "shutdown", "paired"},  # "": __init__ (__version__)
+    {"", "errors", "types", "paths", "atomic", "extras", "config", "shutdown", "paired", "progress"},  # "": __init__ (__version__)
     {"records"},
     {"search", "engines"},
     {"rollout", "graph"},

@@ -211,7 +211,8 @@ def _models(p: argparse.ArgumentParser) -> Handler:
         if a.action == "list":
             print(models.list_models())
         else:
-            print(models.prepare(a.name or models.DEFAULT_MODEL, out=a.out, force=a.force, verify=not a.no_verify))
+            print(models.prepare(a.name or models.DEFAULT_MODEL, out=a.out, force=a.force, verify=not a.no_verify,
+                                 progress=a.verbose))
         return 0
 
     return run
@@ -346,7 +347,7 @@ def _quickstart(p: argparse.ArgumentParser) -> Handler:
         flags = {k: getattr(a, k) for k in ("live_questions", "live_k", "model", "checkpoint", "eval_pool", "out_dir")}
         cfg = load_config(QuickstartConfig, None, a.overrides, flags)
         check_writable(cfg.out_dir, "out_dir", folder=True)
-        quickstart(cfg)
+        quickstart(cfg, quiet=not a.verbose)
         return 0
 
     return run
@@ -436,6 +437,8 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    # transformers' own bars ("Loading weights", "Writing model shards") follow the Hub's switch
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     warnings.filterwarnings("ignore", category=FutureWarning)
 

