@@ -90,7 +90,7 @@ def test_evaluate_cli_results_shape_and_values(pool_file, tmp_path, capsys):
         assert {"f1", "seconds", "questions_per_s"} <= r.keys() and r["tokens_in"] == 0
     # The pool has sampled log-probs only: DeepConf says it fell back (q2 has no answer, so no signal).
     assert res["methods"]["weighted_token"]["signal"] == {"sampled_logprob": 2}
-    assert res["methods"]["weighted_token"]["settings"]["window"] == 16
+    assert res["methods"]["weighted_token"]["settings"]["window"] == 2048  # the paper's group size
     assert "sampled-token log-probs, no token_conf on 2 questions" in table
     # Budget curve: sizes 1, 2, 3; k = K is the full pool (one subset), so it equals the main EM.
     curve = res["budget_curve"]

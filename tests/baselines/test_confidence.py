@@ -12,6 +12,7 @@ import pytest
 from trace_selector.baselines.confidence import (
     ConfidenceConfig,
     DeepConfVote,
+    forced_positions,
     group_confidences,
     keep_top,
     percentile,
@@ -122,6 +123,40 @@ def test_token_confidences_need_every_turn():
     assert token_confidences(t) is None and token_signal(t)[0] == "sampled_logprob"
 
 
+def test_grammar_forced_positions_are_left_out():
+    # Under processed log-probs a forced position has log-prob 0 and C = -(0 + 19 x -20) / 20 = 19.
+    # A sure free token (log-prob 0, some candidates above the floor) and a two-way tag choice stay.
+    lps, conf = [-0.0, -1.2, 0.0, -0.0, -0.3], [19.0, 4.0, 18.2, 19.0004, 17.7]
+    assert forced_positions(lps, conf) == [True, False, False, True, False]
+    assert forced_positions(None, conf) == [False] * 5
+    t = Trajectory("q", "Q?", 0, "Ann", steps=[Step("search", "a", logprobs=lps, token_conf=conf)],
+                   final_logprobs=[-0.0, -2.0], final_token_conf=[19.0, 5.0])
+    assert token_confidences(t) == [19.0, 4.0, 18.2, 19.0004, 17.7, 19.0, 5.0]
+    assert token_confidences(t, exclude_forced=True) == [4.0, 18.2, 17.7, 5.0]
+    only_forced = Trajectory("q", "Q?", 1, "Bob", final_logprobs=[0.0], final_token_conf=[19.0])
+    assert token_confidences(only_forced, exclude_forced=True) is None
+
+
+def test_forced_tokens_no_longer_decide_the_vote():
+    # Bob's free tokens are less sure than Ann's, but his turns end in three forced closing-tag tokens
+    # (C = 19). Counting them (the old signal) makes Bob the surer one; on free tokens Ann wins.
+    def traj(sid, answer, free, forced):
+        return Trajectory("q", "Q?", sid, answer, final_logprobs=[-0.5] * len(free) + [0.0] * forced,
+                          final_token_conf=list(free) + [19.0] * forced)
+
+    g = group(traj(0, "Ann", [8.0, 8.0], 0), traj(1, "Bob", [5.0, 5.0], 3))
+    assert DeepConfVote(ConfidenceConfig(score="mean", exclude_forced=False)).select([g])[0].answer == "Bob"
+    assert DeepConfVote(ConfidenceConfig(score="mean")).select([g])[0].answer == "Ann"
+
+
+def test_paper_sizes_are_the_defaults():
+    cfg = ConfidenceConfig()
+    assert (cfg.window, cfg.tail, cfg.exclude_forced) == (2048, 2048, True)
+    # on a trace shorter than 2048 tokens every score is its mean (the whole trajectory is one group)
+    c = [3.0, 1.0, 2.0, 6.0]
+    assert {trajectory_confidence(c, ConfidenceConfig(score=s)) for s in ("mean", "tail", "bottom10", "lowest")} == {3.0}
+
+
 # --- the vote ---------------------------------------------------------------------------------------
 
 def test_weighted_vote_sums_confidences():
@@ -170,7 +205,7 @@ def test_fallback_to_sampled_logprobs_is_labelled():
     m = DeepConfVote(ConfidenceConfig(score="mean"))
     [p] = m.select([g])
     assert p.answer == "Ann" and p.scores[1] == pytest.approx(-0.1) and p.extra["signal"] == "sampled_logprob"
-    assert m.describe()["window"] == 16
+    assert m.describe()["window"] == 2048 and m.describe()["exclude_forced"] is True
 
 
 def test_skip_and_majority_fallback():

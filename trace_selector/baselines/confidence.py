@@ -5,10 +5,13 @@ Definitions (the paper, Sec. 3, and its offline analysis code):
 - token confidence C_i = -mean_j log P_i(j) over the top-k candidates at position i (k = 20), recorded
   at rollout time in `Step.token_conf` / `Trajectory.final_token_conf`; a peaked distribution has
   very negative tail log-probs and so a *high* C_i;
-- group confidence: the mean C_i over a sliding window of `window` tokens, stride 1
+- group confidence: the mean C_i over a sliding window of `window` tokens (the paper's 2048), stride 1
   (n - window + 1 groups); a trace shorter than the window is one group, its mean;
-- trajectory scores: ``mean`` (all tokens), ``tail`` (last `tail` tokens), ``bottom10`` (mean of the
-  lowest floor(10% x groups) group confidences, at least one) and ``lowest`` (the lowest group);
+- trajectory scores: ``mean`` (all tokens), ``tail`` (last `tail` tokens, the paper's 2048),
+  ``bottom10`` (mean of the lowest floor(10% x groups) group confidences, at least one) and
+  ``lowest`` (the lowest group). Our trajectories are far shorter than 2048 tokens (wikileads: about
+  90), so with the paper's sizes every trace is one group and the four scores coincide: the mean
+  confidence of its free tokens;
 - weighted vote: each answered trajectory adds its score to its answer's total;
 - filtering: among answered trajectories, keep those whose score reaches the (1 - eta) percentile
   (linear interpolation, numpy's default) and vote among them, weighted: DeepConf-low keeps
@@ -24,6 +27,18 @@ which signal it used (`Pick.extra["signal"]`: ``token_conf`` or ``sampled_logpro
 DeepConf.
 
 A trajectory's tokens are those of every turn in order (each step's tokens, then the final turn's).
+
+Grammar-forced tokens. Our rollouts sample under a structured-output grammar and record log-probs
+in vLLM's processed mode, where the grammar's mask is applied before the log-softmax: at a position
+where the grammar allows one token, that token has log-prob 0 and the other 19 candidates are -inf,
+read as `engines.base.CONF_FLOOR` (-20), so C_i = 19.0 whatever the model thought. Such positions say
+nothing about the model, yet they sit in every turn (closing tags), so with `exclude_forced` (the
+default) they are left out: a position counts as forced when its sampled log-prob is 0 and its C_i is
+19, both to the three decimals pools store (`forced_positions`). This is read from what pools
+already hold, so pools written before this rule need no new rollout. Positions where the grammar
+allows two or three tokens (the first token of a tag) cannot be told apart from a very sure free
+token after the fact and stay in; only new rollouts without the grammar, or that record the
+unconstrained top-20, would remove them.
 """
 
 from __future__ import annotations
@@ -46,6 +61,10 @@ Signal = Literal["token_conf", "sampled_logprob"]
 CONF_SCORES: tuple[str, ...] = ("mean", "tail", "bottom10", "lowest")
 PAPER_WINDOW = 2048
 """DeepConf's group size and tail length, for traces of roughly 10^4 tokens."""
+FORCED_CONF = 19.0
+"""C_i of a position with one finite candidate among the top 20: -(0 + 19 x -20) / 20."""
+STORED_EPS = 5e-4
+"""Half the last stored decimal: pools round log-probs and confidences to three decimals."""
 PERCENTILE_EPS = 1e-12
 """A score this close below the percentile threshold still passes (interpolation round-off)."""
 
@@ -56,20 +75,22 @@ class ConfidenceConfig:
 
     score: ConfScore = "bottom10"
     """Which trajectory score weights and filters the vote (the paper's offline tables lead with bottom-10%)."""
-    window: int = 16
-    """Group size in tokens. The paper's 2048 exceeds every trajectory of our pools (wikileads: mean 84
-    tokens on the WebQA dev pool, 113 on the browsing test pool, turns of about 40), so it would make
-    each trace one group and ``bottom10`` = ``lowest`` = ``mean``. 16 tokens (about half a turn, a fifth
-    of a median trajectory) gives some 60 groups per trajectory, so the bottom 10% is about 6 of them,
-    the paper's regime of many overlapping windows. Set 2048 to reproduce the paper literally."""
-    tail: int = 32
-    """Tokens of the ``tail`` score. The paper's 2048 covers the conclusion of a long trace; 32 covers
-    most of our final (answer) turn, about 38 tokens on the WebQA dev pool."""
+    window: int = PAPER_WINDOW
+    """Group size in tokens: the paper's 2048, or the whole trajectory when shorter (every trajectory of
+    our pools: wikileads has about 90 tokens on the WebQA dev pool, 113 on the browsing test pool, so
+    ``bottom10`` = ``lowest`` = ``mean`` there). 16 (about half a turn) was our earlier setting, which
+    gives some 60 groups per trajectory, the paper's regime of many overlapping windows at our scale."""
+    tail: int = PAPER_WINDOW
+    """Tokens of the ``tail`` score: the paper's 2048, or the whole trajectory when shorter. 32 (most of
+    our final answer turn) was our earlier setting."""
     bottom_fraction: float = 0.1
     """Fraction of the lowest groups averaged by ``bottom10`` (floor, at least one group, as the paper's code)."""
     keep_top: float = 1.0
     """Filtering: the fraction eta of a question's answered trajectories that vote, by the percentile
     rule (DeepConf-low 0.1, DeepConf-high 0.9; 1.0 = all vote)."""
+    exclude_forced: bool = True
+    """Leave grammar-forced positions out of token confidences (module docstring); False counts every
+    sampled token, as before."""
 
     def __post_init__(self) -> None:
         if self.score not in CONF_SCORES:
@@ -92,9 +113,18 @@ def token_logprobs(traj: Trajectory) -> list[float] | None:
     return [float(x) for p in parts for x in p]
 
 
-def token_confidences(traj: Trajectory) -> list[float] | None:
-    """All DeepConf token confidences of a trajectory in generation order, or None when any turn that
-    has sampled tokens lacks them (a partial record would silently drop turns from the windows)."""
+def forced_positions(logprobs: Sequence[float] | None, token_conf: Sequence[float]) -> list[bool]:
+    """Which positions of a turn the grammar forced: sampled log-prob 0 and C = 19, to the stored
+    precision (module docstring). Without log-probs nothing counts as forced."""
+    if logprobs is None or len(logprobs) != len(token_conf):
+        return [False] * len(token_conf)
+    return [lp >= -STORED_EPS and c >= FORCED_CONF - STORED_EPS for lp, c in zip(logprobs, token_conf)]
+
+
+def token_confidences(traj: Trajectory, exclude_forced: bool = False) -> list[float] | None:
+    """All DeepConf token confidences of a trajectory in generation order (without grammar-forced
+    positions when `exclude_forced`), or None when any turn that has sampled tokens lacks them (a
+    partial record would silently drop turns from the windows) or no position is left."""
     turns = [(s.logprobs, s.token_conf) for s in traj.steps] + [(traj.final_logprobs, traj.final_token_conf)]
     out: list[float] = []
     for lps, conf in turns:
@@ -102,13 +132,14 @@ def token_confidences(traj: Trajectory) -> list[float] | None:
             if lps:
                 return None
             continue
-        out.extend(float(c) for c in conf)
+        forced = forced_positions(lps, conf) if exclude_forced else [False] * len(conf)
+        out.extend(float(c) for c, f in zip(conf, forced) if not f)
     return out or None
 
 
-def token_signal(traj: Trajectory) -> tuple[Signal, list[float]] | None:
+def token_signal(traj: Trajectory, exclude_forced: bool = False) -> tuple[Signal, list[float]] | None:
     """The best per-token signal a trajectory has: DeepConf confidences, else sampled log-probs."""
-    conf = token_confidences(traj)
+    conf = token_confidences(traj, exclude_forced)
     if conf is not None:
         return "token_conf", conf
     lps = token_logprobs(traj)
@@ -191,7 +222,7 @@ class DeepConfVote:
         key = (traj.question_id, traj.sample_id)
         if key not in self._cache:
             out: dict[str, float] = {}
-            conf = token_confidences(traj)
+            conf = token_confidences(traj, self.cfg.exclude_forced)
             if conf is not None:
                 out["token_conf"] = trajectory_confidence(conf, self.cfg)
             lps = token_logprobs(traj)
@@ -203,7 +234,8 @@ class DeepConfVote:
     def describe(self) -> dict[str, Any]:
         """Settings that belong next to the method's numbers in results.json."""
         return {"score": self.cfg.score, "window": self.cfg.window, "tail": self.cfg.tail,
-                "bottom_fraction": self.cfg.bottom_fraction, "keep_top": self.cfg.keep_top}
+                "bottom_fraction": self.cfg.bottom_fraction, "keep_top": self.cfg.keep_top,
+                "exclude_forced": self.cfg.exclude_forced}
 
     def check(self, groups: Sequence[QuestionGroup]) -> str | None:
         if any(self._scores(t) for g in groups for t in g.trajectories):
