@@ -186,11 +186,26 @@ def test_partial_saves_computed_tokens_vs_standard():
         return group, agent.accounting.engine
 
     _, std = run("standard", None)
-    group, par = run("partial", PartialConfig(initial=1, top_steps=1, branches=3))
+    group, par = run("partial", PartialConfig(initial=1, top_steps=1, branches=3, min_step=1))
     assert [r.branch_step for r in group] == [None, 1, 1, 1]
     assert (std.requests, par.requests) == (12, 9)  # branches skip the inherited first turn
     assert par.generated_tokens < std.generated_tokens
     assert par.computed_tokens < std.computed_tokens
+
+
+def test_partial_defaults_are_parallelmuse_at_n8_and_may_branch_at_step_0():
+    # The first query is the least sure (low probability on "France"): ParallelMuse's step-0 branch.
+    engine = FakeEngine(two_searches, logprob=lambda i, ch: -2.0 if ch in "Fnce" else -0.1)
+    agent = Agent(engine, SearchTools(FakeIndex(), top_k=1), AgentConfig(max_turns=3))
+    ctx = StrategyContext(agent, 8, options=None)  # no partial section: the defaults
+    [group] = STRATEGIES["partial"](ctx, QUESTIONS[:1], [list(range(8))])
+    cfg = PartialConfig()
+    assert (cfg.initial, cfg.top_steps, cfg.branches, cfg.min_step) == (1, 2, 3, 0)
+    # M = 1 initial, k = 2 points x b = 3 branches (step 0 first, by perplexity), one fresh fill
+    assert [(r.parent_sample, r.branch_step) for r in group] == [(None, None)] + [(0, 0)] * 3 + [(0, 1)] * 3 + [(None, None)]
+    assert ctx.stats["partial_branches"] == 6 and ctx.stats["partial_fresh_fill"] == 1
+    # the old setting never branches at step 0
+    assert select_steps([group[0]], 2, "exploration", min_step=1) == [(0, 1)]
 
 
 def test_replicas_ohg_appends_instructions_and_rig_does_not():

@@ -77,7 +77,9 @@ def test_rollout_writes_pool_meta_and_config(tmp_path, strategy):
     from trace_selector.rollout.strategies.partial import PartialConfig
 
     out = tmp_path / "pool.jsonl.gz"
-    report, _ = _run(out, strategy, **({"partial": PartialConfig(initial=1, min_step=0)} if strategy == "partial" else {}))
+    # K = 2 leaves room for one branch per question, so b = 1 (the default b = 3 needs three)
+    partial = PartialConfig(initial=1, top_steps=1, branches=1, min_step=0)
+    report, _ = _run(out, strategy, **({"partial": partial} if strategy == "partial" else {}))
     assert report.trajectories == 8 and report.generated_now == 8
     pool = read_pool(out)
     assert [g.question_id for g in pool.groups] == ["0", "1", "2", "3"]
@@ -103,7 +105,7 @@ def test_rollout_writes_pool_meta_and_config(tmp_path, strategy):
 def test_rollout_resumes_after_kill(tmp_path, strategy, monkeypatch):
     from trace_selector.rollout.strategies.partial import PartialConfig
 
-    extra = {"partial": PartialConfig(initial=1)} if strategy == "partial" else {}
+    extra = {"partial": PartialConfig(initial=1, top_steps=1, branches=1, min_step=1)} if strategy == "partial" else {}
     ref, _ = _run(tmp_path / "ref.jsonl", strategy, **extra)
 
     out = tmp_path / "pool.jsonl"

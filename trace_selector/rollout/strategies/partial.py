@@ -12,8 +12,14 @@
    inherited. Branches record `parent_sample` and `branch_step`.
 5. Fresh rollouts fill the budget N = K when there are fewer branch points than asked for.
 
-Injected steps (DivInit), steps without log-probabilities and (by default) the first step, whose
-branches would share only the initial prompt, are never branch points.
+Defaults are ParallelMuse's released setting at a budget of N = 8: M = 1, k = 2, b = 3, so one
+initial rollout, 2 x 3 branches and one fresh fill. Step 0 may be a branch point: the exploration
+perplexity of these agents peaks at the first tool call, where the whole search plan is chosen, and
+branching there still explores even though it reuses only the prompt. Our earlier setting (M = 2,
+k = 1, b = 1 or 2, `min_step` = 1, which spends the budget on complete rollouts and never branches
+at the first step) is ``partial.initial=2 partial.top_steps=1 partial.branches=2 partial.min_step=1``.
+
+Injected steps (DivInit) and steps without log-probabilities are never branch points.
 """
 
 from __future__ import annotations
@@ -30,19 +36,20 @@ from trace_selector.types import Region
 
 @dataclass
 class PartialConfig:
-    """ParallelMuse parameters (the budget N is the rollout's k)."""
+    """ParallelMuse parameters (the budget N is the rollout's k); defaults are the paper's at N = 8."""
 
-    initial: int = 2
-    """M: full rollouts sampled first."""
-    top_steps: int = 1
-    """k: branch points chosen per question."""
-    branches: int = 1
-    """b: branches per branch point."""
+    initial: int = 1
+    """M: full rollouts sampled first (ParallelMuse: 1)."""
+    top_steps: int = 2
+    """k: branch points chosen per question (ParallelMuse: 2)."""
+    branches: int = 3
+    """b: branches per branch point (ParallelMuse: 3); M + k * b = 7 at N = 8, one fresh rollout fills."""
     region: Region = "exploration"
     """Which tokens' perplexity ranks the steps: reasoning | exploration | mixed | homogeneous."""
-    min_step: int = 1
-    """First step index that may be a branch point. A branch at step 0 shares only the initial prompt,
-    so it is a fresh rollout that saves nothing; 0 allows it anyway."""
+    min_step: int = 0
+    """First step index that may be a branch point. ParallelMuse allows step 0 (its exploration
+    perplexity peaks there), although such a branch shares only the initial prompt and so saves no
+    computation; 1 keeps the budget for branches that reuse a prefix."""
 
     def __post_init__(self) -> None:
         if self.initial < 1:
