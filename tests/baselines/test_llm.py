@@ -268,6 +268,60 @@ def test_tks_judges_only_the_first_half_of_the_replicas():
     assert p.answer == "London" and engine.requests == []
 
 
+def test_judge_global_applies_the_validity_filter_first():
+    # The cut-off replica (finish_reason "length") would score best, but TIPEX never judges it.
+    g = make_group(answers=("Paris", "London", "Rome"))
+    g.trajectories[0].finish_reason = "length"
+    engine, c = chat(rubric_by_answer({"Paris": (2, 2, 2), "London": (1, 1, 1), "Rome": (2, 1, 1)}))
+    p = Judge(c, "global").select([g])[0]
+    assert p.answer == "Rome" and set(p.scores) == {1, 2} and len(engine.requests) == 2
+    # the valid replicas agree: no call, whatever the cut-off one says
+    g = make_group(answers=("Paris", "London", "london"))
+    g.trajectories[0].finish_reason = "context"
+    engine, c = chat(lambda p, r: pytest.fail("no judgement needed"))
+    p = Judge(c, "global").select([g])[0]
+    assert (p.sample_id, engine.requests) == (1, [])
+    # nothing valid: majority vote, said as a fallback
+    for t in g.trajectories:
+        t.finish_reason = "length"
+    p = Judge(c, "global").select([g])[0]
+    assert p.answer == "London" and "no valid completed replica" in p.fallback
+
+
+def test_judge_reasons_before_its_bare_scores():
+    def respond(prompt, req):
+        answer = re.findall(r"Final answer: (\w+)", prompt)[-1]
+        score = {"Paris": 2, "London": 1}[answer]
+        # the reasoning names a criterion with another figure; only the scores after <scores> count
+        return f"Definiteness: 0 at first sight, but the page says {answer}.\n<scores>\nDefiniteness: {score}\nEvidence: {score}\nConsistency: {score}\n"
+
+    engine, c = chat(respond)
+    p = Judge(c, "global").select([make_group()])[0]
+    assert p.answer == "Paris" and p.scores == {0: 6.0, 1: 3.0, 2: 6.0}
+    req = engine.requests[0]
+    assert req.regex == prompts.JUDGE_REGEX and req.stop == ["</scores>"] and req.max_tokens == 256
+    prompt = " ".join(engine.decode(req.prompt_token_ids).split())
+    assert "First reason briefly about each criterion" in prompt and prompt.index("First reason") < prompt.index("<scores>")
+    assert parse_rubric("Evidence: 0 in the reasoning <scores>\nDefiniteness: 1\nEvidence: 2\nConsistency: 2") == (1, 2, 2)
+
+
+def test_judge_cut_before_its_scores_gets_forced_scores():
+    class Cut(ScriptedEngine):
+        def generate(self, requests, progress=False):
+            out = super().generate(requests, progress)
+            for r, g in zip(requests, out):
+                if r.max_tokens == 256:
+                    g.finish_reason = "length"
+            return out
+
+    engine = Cut(lambda p, r: "Weighing the evidence" if r.max_tokens == 256 else "Definiteness: 2\nEvidence: 1\nConsistency: 2\n")
+    p = Judge(Chat(engine, LLMConfig()), "global").select([make_group()])[0]
+    first, forced = engine.requests[0], engine.requests[3]
+    assert forced.regex == prompts.JUDGE_SCORES_REGEX and forced.max_tokens == 48
+    assert engine.decode(forced.prompt_token_ids) == engine.decode(first.prompt_token_ids) + "Weighing the evidence\n<scores>\n"
+    assert p.extra["forced_scores"] == 3 and p.extra["rubric"]["0"] == [2, 1, 2]
+
+
 def test_judge_parse_failures_and_fallback():
     engine, c = chat(lambda p, r: "no idea", constrained=False)
     [p] = Judge(c, "global").select([make_group()])
@@ -326,4 +380,6 @@ def test_regexes_avoid_bounded_class_repeats():
         assert not re.search(r"\]\{\d*,?\d+\}", rx), rx
     assert re.fullmatch(choice, "<answer>St. Louis (city)</answer>") and re.fullmatch(choice, "<answer>a|b</answer>")
     assert re.fullmatch(choice, "<answer>New York</answer>") and not re.fullmatch(choice, "<answer>a</answer>")
-    assert re.fullmatch(prompts.JUDGE_REGEX, "Definiteness: 2\nEvidence: 0\nConsistency: 1")
+    judged = "The page states it, so Evidence is high.\n<scores>\nDefiniteness: 2\nEvidence: 0\nConsistency: 1\n</scores>"
+    assert re.fullmatch(prompts.JUDGE_REGEX, judged)
+    assert not re.fullmatch(prompts.JUDGE_REGEX, "Definiteness: 2\nEvidence: 0\nConsistency: 1")  # reasoning and tag first

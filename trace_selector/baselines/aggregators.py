@@ -123,13 +123,18 @@ class Aggregator:
         choice: the selection-only variant (answer mapped onto a candidate; module docstring).
     """
 
+    name = ""
     family = ""
-    """Method name of the free variant; the choice variant adds ``_choice``."""
+    """Method name of the free variant (SolAgg, SummAgg); the choice variant adds ``_choice``."""
+    free = False
+    """The method may answer otherwise than every trajectory, so unanimous questions are asked too."""
 
     def __init__(self, chat: Chat, choice: bool = False):
         self.chat = chat
         self.choice = choice
-        self.name = f"{self.family}_choice" if choice else self.family
+        if self.family:
+            self.name = f"{self.family}_choice" if choice else self.family
+            self.free = not choice
         self.last: dict[str, int] = {}
 
     def check(self, groups: Sequence[QuestionGroup]) -> str | None:
@@ -145,7 +150,7 @@ class Aggregator:
     def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
         picks: list[Pick | None] = [None] * len(groups)
         todo = []
-        skip_unanimous = self.choice and self.chat.cfg.skip_unanimous
+        skip_unanimous = self.chat.cfg.skip_unanimous and not self.free
         for i, g in enumerate(groups):
             cands = candidates_of(g)
             if needs_call(cands, skip_unanimous):

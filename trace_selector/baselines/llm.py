@@ -46,11 +46,12 @@ class LLMConfig:
     """Most generated tokens for an integrate call (SolAgg, SummAgg): free reasoning, then the answer.
     A call cut off before ``<answer>`` is continued with only the answer allowed (reported as forced)."""
     forced_answer_tokens: int = 48
-    """Most generated tokens of that forced answer continuation."""
+    """Most generated tokens of that forced answer continuation (and of a judge's forced scores)."""
     report_tokens: int = 512
     """Most generated tokens for one SummAgg trajectory report."""
-    judge_tokens: int = 64
-    """Most generated tokens for one rubric judgement."""
+    judge_tokens: int = 256
+    """Most generated tokens for one rubric judgement: brief reasoning, then the scores (a judgement
+    cut off before its scores is continued with only the scores allowed)."""
     action_tokens: int = 384
     """Most generated tokens for one AggAgent reply (thoughts, then a tool call or the finish solution)."""
     temperature: float = 0.6
@@ -69,8 +70,7 @@ class LLMConfig:
     """Characters kept of each retrieved document in rendered transcripts."""
     skip_unanimous: bool = True
     """Make no call for a question whose answered trajectories all agree (any selection would return that
-    answer); selection-only methods only (judges, ``*_choice`` aggregators): solagg and summagg may answer
-    otherwise and are always called."""
+    answer); not solagg and summagg, which may answer otherwise and are always called."""
 
     def __post_init__(self) -> None:
         for name in ("max_prompt_tokens", "answer_tokens", "report_tokens", "judge_tokens", "action_tokens", "forced_answer_tokens",

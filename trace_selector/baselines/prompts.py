@@ -12,7 +12,8 @@ in the method code (STYLE, "what to avoid" 4). Placeholders use `str.format`.
 - AggAgent: an aggregator agent with get_solution / search_trajectory / get_segment over the
   trajectories, finishing with a free-form solution; principles: tool results are ground truth, count
   evidence not trajectories, verify a key claim before finishing.
-- TIPEX judge: a 0-2 rubric on answer definiteness, evidence strength and reasoning consistency.
+- TIPEX judge: a 0-2 rubric on answer definiteness, evidence strength and reasoning consistency; the
+  judge reasons first, then writes the bare scores inside <scores>.
 """
 
 from __future__ import annotations
@@ -138,16 +139,22 @@ Question: {question}
 Record:
 {transcript}
 
-Reply in exactly this form:
+First reason briefly about each criterion: what the answer is, which result (if any) states it, and
+whether the reasoning follows. Then give the bare scores in exactly this form:
+<scores>
 Definiteness: <0-2>
 Evidence: <0-2>
-Consistency: <0-2>"""
+Consistency: <0-2>
+</scores>"""
 
 # Structured outputs for small models; `LLMConfig.constrained` turns them off. No bounded repeats of
 # character classes: xgrammar expands {m,n} into states and vLLM abandons a regex after 5 s of
 # compiling, which a loaded 2-core box reaches (SmolLM2 tokenizer: "[^<\n]{1,300}" 10.2 s,
 # "[^<\n]{0,80}" 1.9 s, a literal alternation or "[^<\n]*" < 0.01 s).
-JUDGE_REGEX = r"Definiteness: [0-2]\nEvidence: [0-2]\nConsistency: [0-2]"
+JUDGE_SCORES_REGEX = r"\n?Definiteness: [0-2]\nEvidence: [0-2]\nConsistency: [0-2]\n</scores>"
+"""The bare scores after ``<scores>`` (also the forced continuation when the reasoning ran out)."""
+JUDGE_REGEX = r"[^<]*<scores>" + JUDGE_SCORES_REGEX
+"""Free reasoning (no ``<``), then the scores."""
 
 _REGEX_SPECIAL = set("\\^$.|?*+()[]{}/")
 
