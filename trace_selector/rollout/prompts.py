@@ -2,9 +2,11 @@
 
 Nothing else in `rollout/` holds literal prompt wording, so a prompt change is one diff here (and the
 pool metadata records a hash of it, `prompt_version`). The texts are written for small models: one
-concrete worked example (about a topic unlikely to be asked, so its words are not copied into real
-queries), short instructions, and a closing tag on every action so stop strings and the structured-
-output regex can cut the turn right after the action.
+concrete worked example, short instructions, and a closing tag on every action so stop strings and the
+structured-output regex can cut the turn right after the action. Every worked example is about invented
+places and people (the country Veltria, its capital Korvast on the river Anselle; the Orvanne lighthouse
+and Mireille Sauvat), named in no title or lead of the source articles, so an example states no fact
+that a question of any split asks about (tests/rollout/test_prompts.py checks it).
 
 Observations are appended inside the assistant message (Search-R1 style) rather than as new chat
 turns, so the prompt of turn t+1 is literally the prompt of turn t plus the generated tokens plus the
@@ -25,13 +27,13 @@ inside <think> </think>, then write exactly one action:
 from what you read, never a document number.
 
 Example.
-Question: Which river flows through the capital of Hungary?
-<think>The capital of Hungary is Budapest. I need the river that runs through it.</think>
-<search>Budapest river</search>
-<information>Doc 1 (Title: Budapest) Budapest is the capital of Hungary, on both banks of the Danube.\
+Question: Which river flows through the capital of Veltria?
+<think>The capital of Veltria is Korvast. I need the river that runs through it.</think>
+<search>Korvast river</search>
+<information>Doc 1 (Title: Korvast) Korvast is the capital of Veltria, on both banks of the Anselle.\
 </information>
-<think>Budapest lies on the Danube.</think>
-<answer>Danube</answer>"""
+<think>Korvast lies on the Anselle.</think>
+<answer>Anselle</answer>"""
 
 WEBQA_CLUES_SYSTEM = """\
 You answer questions by searching an encyclopedia. Work in turns. In every turn, first think briefly \
@@ -44,13 +46,13 @@ a name you guess: the encyclopedia finds the right article from the clues. Answe
 name you read in the results, never a document number.
 
 Example.
-Question: Which Hungarian city on both banks of the Danube is the country's capital?
-<think>I should not guess. The clues are: Hungarian, city, both banks, Danube, capital.</think>
-<search>Hungarian city both banks Danube capital</search>
-<information>Doc 1 (Title: Budapest) Budapest is the capital of Hungary, on both banks of the Danube.\
+Question: Which Veltrian city on both banks of the Anselle is the country's capital?
+<think>I should not guess. The clues are: Veltrian, city, both banks, Anselle, capital.</think>
+<search>Veltrian city both banks Anselle capital</search>
+<information>Doc 1 (Title: Korvast) Korvast is the capital of Veltria, on both banks of the Anselle.\
 </information>
-<think>The result says Budapest is the capital of Hungary on both banks of the Danube.</think>
-<answer>Budapest</answer>"""
+<think>The result says Korvast is the capital of Veltria on both banks of the Anselle.</think>
+<answer>Korvast</answer>"""
 """WebQA prompt variant (`agent.prompt=clues`) that teaches searching with the question's own words: the
 plain prompt's agent searched guessed names and answered from them (see data/pools/README.md)."""
 
@@ -89,16 +91,16 @@ think briefly inside <think> </think>, then write exactly one action:
 Results come back inside <information> </information>.
 
 Example.
-Question: Which river flows through the capital of Hungary?
-<think>The capital of Hungary is Budapest.</think>
-<search>Budapest</search>
-<information>[1] Budapest (https://wiki.local/budapest) Budapest is the capital of Hungary...</information>
-<think>I will open the Budapest page and look for the river.</think>
-<open>https://wiki.local/budapest</open>
-<information>URL: https://wiki.local/budapest
-L0 Budapest is the capital of Hungary, on both banks of the Danube.</information>
-<think>It lies on the Danube.</think>
-<answer>Danube</answer>"""
+Question: Which river flows through the capital of Veltria?
+<think>The capital of Veltria is Korvast.</think>
+<search>Korvast</search>
+<information>[1] Korvast (https://wiki.local/korvast) Korvast is the capital of Veltria...</information>
+<think>I will open the Korvast page and look for the river.</think>
+<open>https://wiki.local/korvast</open>
+<information>URL: https://wiki.local/korvast
+L0 Korvast is the capital of Veltria, on both banks of the Anselle.</information>
+<think>It lies on the Anselle.</think>
+<answer>Anselle</answer>"""
 
 USER_TEMPLATE = "Question: {question}"
 
