@@ -52,8 +52,8 @@ class Stage:
 
     Args:
         name: what the stage does, shown in front of the bar.
-        expected_s: how long the stage took last time (the bar's total; it grows when the stage
-            runs longer, so the bar never sits at 100% while work goes on).
+        expected_s: how long the stage took last time (the bar's total; past it, the bar stops at 99%
+            and says so instead of giving an ETA).
         stream: the terminal (a TTY gets a bar, anything else one line at the end).
         label: position in the job, e.g. "2/4".
         tick_s: seconds between bar updates.
@@ -85,10 +85,14 @@ class Stage:
         return self
 
     def _tick(self) -> None:
+        over = False
         while not self._done.wait(self.tick_s):
             elapsed = time.perf_counter() - self._t0
-            if elapsed > 0.95 * self._bar.total:  # longer than last time: stretch the bar
-                self._bar.total = elapsed / 0.9
+            if elapsed >= 0.99 * self.expected_s:  # longer than last time: no ETA to give any more
+                if not over:
+                    self._bar.bar_format = "{desc}: {percentage:3.0f}%|{bar:24}| {elapsed} (past the estimate)"
+                    over = True
+                elapsed = 0.99 * self.expected_s
             self._bar.n = elapsed
             self._bar.refresh()
 
