@@ -129,6 +129,16 @@ def test_skips_with_reasons_and_k_restriction(pool_file, tmp_path):
     assert res["oracle_pass_at_k"] == pytest.approx(200 / 3, abs=1e-3)
 
 
+def test_k_above_the_pools_k_uses_what_is_there_and_says_so(pool_file, tmp_path):
+    res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority"], k=100, out=str(tmp_path / "r.json"),
+                              budget=False))
+    assert (res["k"], res["k_requested"]) == (3, 100)
+    assert "k=3 (asked for 100; the pool has at most 3 per question, so it uses 3)" in format_table(res)
+    exact = evaluate(EvalConfig(pool=str(pool_file), methods=["majority"], k=3, out=str(tmp_path / "s.json"),
+                                budget=False))
+    assert "k_requested" not in exact and "asked for" not in format_table(exact)
+
+
 def test_empty_question_counts_as_wrong(tmp_path):
     full = QuestionGroup("a", "Q?", ["x"], [Trajectory("a", "Q?", 0, "x")])
     empty = QuestionGroup("b", "Q?", ["y"], [])

@@ -490,7 +490,8 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
 
         torch.set_num_threads(cfg.threads)
     groups = restrict(pool.groups[:cfg.questions], cfg.k)
-    k = cfg.k or max((len(g.trajectories) for g in groups), default=0)
+    # `--k` above the pool's K uses what is there, and the table says so (results.json: k_requested).
+    k = max((len(g.trajectories) for g in groups), default=0)
     methods, skipped, engine = build_methods(cfg, pool)
     runs: dict[str, MethodRun] = {}
     try:
@@ -519,6 +520,7 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
         "pool": str(pool.path or cfg.pool),
         "n_questions": len(groups),
         "k": k,
+        **({"k_requested": cfg.k} if cfg.k is not None and cfg.k > k else {}),
         "oracle_pass_at_k": round(oracle_at(groups, k), 4) if k else 0.0,
         "methods": {},
         "budget_curve": curve,
@@ -687,8 +689,10 @@ def format_table(results: dict[str, Any]) -> str:
     # Trajectories used per question, only next to adaptive rows (fixed-K tables stay as they were).
     cost = bool(results.get("adaptive_curve"))
     lines = [
-        f"pool {results['pool']}: {results['n_questions']} questions, k={results['k']}, "
-        f"oracle pass@k {results['oracle_pass_at_k']:.1f}%",
+        f"pool {results['pool']}: {results['n_questions']} questions, k={results['k']}"
+        + (f" (asked for {results['k_requested']}; the pool has at most {results['k']} per question, so it "
+           f"uses {results['k']})" if "k_requested" in results else "")
+        + f", oracle pass@k {results['oracle_pass_at_k']:.1f}%",
         "",
         f"| method | EM | F1 |{pair_heads}{' trajectories | gen. tokens |' if cost else ''} questions/s | tokens in | tokens out | notes |",
         "|---|---:|---:|" + "---:|" * len(against) + ("---:|---:|" if cost else "") + "---:|---:|---:|---|",
