@@ -51,7 +51,7 @@ evaluate() {  # pool, output folder, extra flags
   say "evaluate $pool -> $out"
   nice -n "$NICE" "${TS[@]}" evaluate --pool "$pool" "${CKPTS[@]}" --methods $METHODS --reference trace \
     --out "$out/results.json" --plot "$out/budget.png" --per-question "$out/per_question.jsonl" \
-    --update-card "$@" threads=1
+    "$@" threads=1
 }
 
 ablations() {  # test pool and JSON output, or neither: train the runs only (kept and reused)

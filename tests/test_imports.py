@@ -1,5 +1,6 @@
 """The package's layering, checked from the source: no import cycle among trace_selector modules (imports
-inside functions count too), and the heavy stacks stay on their side of the pool file (DESIGN §Data flow).
+inside functions count too), and the heavy stacks stay on their side of the pool file
+(docs/design.md §Data flow).
 
 Every module is parsed with `ast`; every ``import`` and ``from ... import`` anywhere in the file is an
 edge, relative imports resolved, and ``from pkg import name`` where ``name`` is a submodule is an edge to
@@ -122,7 +123,7 @@ LAYERS: list[set[str]] = [
     {"cli"},
     {"__main__"},
 ]
-"""The package's layers, lowest first (DESIGN §Package sketch): a module may import its own folder, the
+"""The package's layers, lowest first (docs/design.md §Layers): a module may import its own folder, the
 foundation row, and any lower layer, never a layer above or a sibling folder of its own layer."""
 
 

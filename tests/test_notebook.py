@@ -1,4 +1,4 @@
-"""notebooks/analysis.ipynb: executed end to end on the shipped test pool and checkpoint (DESIGN §Layout:
+"""notebooks/analysis.ipynb: executed end to end on the shipped test pool and checkpoint (docs/design.md §Layout:
 notebooks run in tests so they never rot), and kept in the repository without outputs.
 
     pytest -m slow tests/test_notebook.py

@@ -1,4 +1,4 @@
-"""Node and edge types of the TRACE graphs (DESIGN §Graph), defined once for builders and model.
+"""Node and edge types of the TRACE graphs (docs/design.md §Graph), defined once for builders and model.
 
 Every graph of a kind carries every node and edge type of its schema, empty if need be, because PyG
 batching keeps only the types present in the first graph of a batch.

@@ -1,4 +1,4 @@
-"""WebQA-style graph of one question (DESIGN §Graph): query, subqueries, chunk occurrences, answers.
+"""WebQA-style graph of one question (docs/design.md §Graph): query, subqueries, chunk occurrences, answers.
 
 Nodes (schema `WEBQA`):
 - ``query``: the question (one node, traj -1, sends only);

@@ -1,5 +1,5 @@
 """The selector network: relational GNN over a question's query-evidence graph plus an
-answer-conditioned QFormer readout, scoring every candidate answer (DESIGN §Model).
+answer-conditioned QFormer readout, scoring every candidate answer (docs/design.md §Model).
 
     net = SelectorNet(ModelConfig(kind="webqa", embed_dim=384))
     scores = net(batch)          # [A] one score per answer node, batch = Batch of HeteroData graphs
@@ -65,10 +65,9 @@ class ModelConfig:
     (synthetic bag-of-words) or "hash" (whole-text hash; tests)."""
     encoder_runtime: str = "onnx"
     """How the text embeddings were computed (graph/encoder.py `ENCODER_RUNTIMES`): "onnx" (fp32 ONNX
-    Runtime, the default: 1.24x torch's texts/s with the same picked answer on all 300 dev questions),
-    "torch" (fp32 sentence-transformers, what checkpoints saved before this field used),
-    "torch-bf16" or "onnx-int8". Selectors score with this runtime unless told otherwise, and warn
-    when told."""
+    Runtime, the default; the comparison that chose it is in docs/benchmarks.md), "torch" (fp32
+    sentence-transformers, what checkpoints saved before this field used), "torch-bf16" or "onnx-int8".
+    Selectors score with this runtime unless told otherwise, and warn when told."""
     merge_evidence: bool = False
     """Graphs were built with same-content evidence merged into one node (ablation)."""
     merge_answers: bool = False
@@ -86,16 +85,13 @@ class ModelConfig:
     count_input: bool = True
     """Feed the vote count log1p(c) to the answer nodes (TRACE's input). False: only the shares (c/R and,
     with `grounding`, g/R and own), which keep their range when a selector trained at K=8 scores K=16
-    pools, where log1p(c) reaches values training never saw. An ablation: on the 0.5B pools (trained at
-    K=8, scored at K=16) dropping the count cost `trace_grounded` 2.5 points (paired +2.5 [+0.0, +5.0]
-    for keeping it), so every recipe keeps it. True is the paper's configuration and what checkpoints
-    saved before this field get."""
+    pools, where log1p(c) reaches values training never saw. An ablation that lost (docs/history.md
+    §The 0.5B dev pool), so every recipe keeps the count. True is the paper's configuration and what
+    checkpoints saved before this field get."""
     echo: bool = False
     """Answer nodes also see whether their answer only repeats words of the question (fifth vote column,
-    `answers.restates_question`): 10% of the train pool's answers, and dropping them before the vote
-    lifted majority from 81.0 to 82.5 there. With it `trace_grounded` gained +3.0 [+0.0, +6.0] EM on the
-    dev pool (training/README.md). Ours; False is the paper's configuration and what checkpoints saved
-    before this field get."""
+    `answers.restates_question`); what it gained is in docs/results.md §How the recipes were chosen.
+    Ours; False is the paper's configuration and what checkpoints saved before this field get."""
     graph_version: int = BROWSING_VERSION
     """Browsing graph layout the selector was trained on (graph/schema.py `BROWSING_VERSION`);
     checkpoints saved before this field read 1, and a browsing selector of another layout is refused
@@ -129,7 +125,7 @@ class ModelConfig:
 
     @property
     def method(self) -> str:
-        """The method's name in tables and cards (DESIGN §Model): "trace" is the paper's configuration
+        """The method's name in tables and cards (docs/design.md §Model): "trace" is the paper's configuration
         (no grounding features, no vote prior), "trace_grounded" has both of our additions, and one
         addition alone is "trace+grounding" or "trace+prior"; the echo input adds "+echo" and dropping
         the count input "+shares" (except to trace_grounded, which is ours either way). Architecture

@@ -48,7 +48,8 @@ class RolloutConfig:
     """ReAct search agent over passages, or browsing agent over pages."""
     model: str = "qwen2.5-coder-1.5b"
     """Policy model: packaged name, HF folder or hub id. The default is the default policy setup's
-    model (rollout/wikileads-standard.yaml), chosen by the policy study (docs/results.md §Policy)."""
+    model (rollout/wikileads-standard.yaml), chosen by the policy study (docs/results.md §The default
+    policy)."""
     engine: str = "vllm"
     """Engine spec for `engine.make_engine`: "vllm" (in-process) or "http://host:port[,...]"."""
     engine_options: dict[str, Any] = field(default_factory=dict)
