@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Grow the bundled pools of the default policy setup to their target sizes: the train pool to 1,120
 # train questions x K=8 (91.4% of the first 864 are mixed, so about 1,020 mixed; the 1,200 planned
-# first were cut when 600 -> 864 questions did not help the selector: training/README.md), then a
+# first were cut when 600 -> 864 questions did not help the selector: docs/results.md), then a
 # DivInit pool of 150 other dev questions x K=8 (the transfer pool of another strategy), then the
 # sealed test pool to 500 test questions from position 300 x K=16. The sealed pool comes last
 # because only the final evaluation reads it: with the train and DivInit pools done,
