@@ -11,7 +11,7 @@ import pytest
 from trace_selector.errors import FormatError
 from trace_selector.records import Document, read_pool, trajectory_from_dict, write_pool
 from trace_selector.records.answers import is_correct
-from trace_selector.records.labels import read_labels
+from trace_selector.records.files import read_labels
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "trace_browser"
 ALMANAC = "https://wiki.example/Orvanne_almanac"

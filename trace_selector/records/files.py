@@ -26,7 +26,7 @@ from trace_selector.atomic import atomic_write
 from trace_selector.errors import FormatError, InputError
 from trace_selector.records.aggagent import AggAgentRows, is_aggagent_row
 from trace_selector.records.codec import SCALAR_KEYS, Checker, show, trajectory_from_dict, trajectory_to_dict
-from trace_selector.records.labels import Labels, labels_path, read_labels
+from trace_selector.records.labels import Labels, labels_from_records, labels_path
 from trace_selector.records.trajectory import Pool, PoolMeta, QuestionGroup, Trajectory
 
 EXTENSIONS: dict[str, str] = {".jsonl.gz": "jsonl.gz", ".jsonl": "jsonl", ".parquet": "parquet"}
@@ -145,6 +145,11 @@ def write_records(rows: list[dict[str, Any]], f: IO, fmt: str, scalar_columns: C
 
 # --------------------------------------------------------------------------------------------------
 # Pools.
+
+
+def read_labels(path: str | Path) -> Labels:
+    """A labels file (JSONL; format in `records.labels`)."""
+    return labels_from_records(iter_jsonl(path), path)
 
 
 def _labels(path: str | Path, labels: str | Path | None) -> Labels | None:

@@ -16,15 +16,17 @@ that differs from the label is a `FormatError` naming the labels file and line, 
 two files then belongs to another run. Labels for trajectories the pool lacks are ignored (a labels
 file may cover a larger run than the pool).
 
-    labels = read_labels("rollouts.jsonl.labels.jsonl")
+    labels = read_labels("rollouts.jsonl.labels.jsonl")   # records.files: the file, through this module
     labelled = labels.apply(trajectory)      # a copy with correct / golden_answers filled in
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trace_selector.errors import FormatError
 from trace_selector.records.codec import Checker, is_int, show
@@ -67,12 +69,11 @@ class Labels:
         return dataclasses.replace(t, **changes) if changes else t
 
 
-def read_labels(path: str | Path) -> Labels:
-    """Parse a labels file (format in the module docstring); every failure names file, line and field."""
-    from trace_selector.records.files import iter_jsonl  # files imports this module
-
+def labels_from_records(records: Iterable[tuple[int, dict[str, Any]]], path: str | Path) -> Labels:
+    """Parse the (line, object) records of a labels file (format in the module docstring); every
+    failure names `path`, the line and the field."""
     labels = Labels(str(path))
-    for line, d in iter_jsonl(path):
+    for line, d in records:
         c = Checker(path, line)
         key = "qid" if "qid" in d else "question_index"
         qid = c.get(d, key, "qid", None, lambda v: isinstance(v, str) or is_int(v), "an integer or a string")
