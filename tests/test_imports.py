@@ -119,6 +119,7 @@ LAYERS: list[set[str]] = [
     {"baselines", "selector", "train", "calibration"},
     {"adaptive"},
     {"evaluate"},
+    {"adaptive_rollout"},
     {"quickstart"},
     {"cli"},
     {"__main__"},

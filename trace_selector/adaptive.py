@@ -264,17 +264,24 @@ class AdaptiveMethod:
                        min_trajectories=self.rule.min_trajectories)
         return out
 
+    def step(self, prefixes: Sequence[QuestionGroup]) -> list[tuple[Pick, float | None]]:
+        """One decision per prefix (the trajectories seen so far of one question): the base method's
+        pick, from one `base.select` call over all of them, and the rule's statistic. What `waves`
+        computes at every wave, and what an online adaptive rollout asks after each one
+        (trace_selector/adaptive_rollout.py); stop where `reaches(statistic, rule.threshold)`."""
+        picks = self.base.select(prefixes)
+        return [(pick, self.rule.statistic(prefix, pick)) for prefix, pick in zip(prefixes, picks)]
+
     def waves(self, groups: Sequence[QuestionGroup]) -> list[list[Wave]]:
-        """Every wave of every question. Wave n's picks come from one `base.select` call over the
-        questions that still have unseen trajectories, each cut to its first n x wave."""
+        """Every wave of every question. Wave n's picks come from one `step` over the questions that
+        still have unseen trajectories, each cut to its first n x wave."""
         sizes = [wave_sizes(len(g.trajectories), self.wave) for g in groups]
         out: list[list[Wave]] = [[] for _ in groups]
         for n in range(max((len(s) for s in sizes), default=0)):
             live = [i for i, s in enumerate(sizes) if n < len(s)]
             prefixes = [prefix_of(groups[i], sizes[i][n]) for i in live]
-            for i, prefix, pick in zip(live, prefixes, self.base.select(prefixes)):
-                out[i].append(Wave(len(prefix.trajectories), pick, self.rule.statistic(prefix, pick),
-                                   generated_tokens(prefix), prefix))
+            for i, prefix, (pick, statistic) in zip(live, prefixes, self.step(prefixes)):
+                out[i].append(Wave(len(prefix.trajectories), pick, statistic, generated_tokens(prefix), prefix))
         return out
 
     def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
@@ -283,10 +290,15 @@ class AdaptiveMethod:
         return [stopped_pick(w, self.rule.threshold) for w in self.history]
 
 
+def reaches(statistic: float | None, threshold: float) -> bool:
+    """The stopping rule's test: a statistic that can tell (not None) and is at least `threshold`."""
+    return statistic is not None and statistic >= threshold
+
+
 def stop_index(statistics: Sequence[float | None], threshold: float) -> int:
-    """The first wave whose statistic reaches `threshold`; the last wave when none does."""
+    """The first wave whose statistic `reaches` `threshold`; the last wave when none does."""
     for i, s in enumerate(statistics):
-        if s is not None and s >= threshold:
+        if reaches(s, threshold):
             return i
     return len(statistics) - 1
 

@@ -251,7 +251,14 @@ def _rollout(p: argparse.ArgumentParser) -> Handler:
 
         cfg = load_rollout_config(a.config, a.overrides, split=a.split, limit=a.limit, offset=a.offset,
                                   k=a.k, model=a.model)
-        print(run_rollout(cfg, a.out, progress=not a.quiet).to_text())
+        if cfg.adaptive.checkpoint is None:
+            print(run_rollout(cfg, a.out, progress=not a.quiet).to_text())
+            return 0
+        from trace_selector.adaptive_rollout import run_adaptive_rollout
+
+        report, hook, source = run_adaptive_rollout(cfg, a.out, progress=not a.quiet)
+        print(report.to_text())
+        print(f"adaptive: {hook.describe()}; temperature from {source}")
         return 0
 
     return run

@@ -14,7 +14,10 @@ against the gold aliases; a question without gold is scored from the stored ``co
 - gold in evidence: share of the trajectories that searched whose retrieved text contains a gold alias
   as whole normalised words (did the agent find the answer, whatever it then wrote);
 - mixed per hour: mixed questions produced per hour of rollout wall time on the machine that wrote the
-  pool (from the metadata's accounting), the signal a training pool buys per hour.
+  pool (from the metadata's accounting), the signal a training pool buys per hour;
+- adaptive (a pool of an adaptive rollout, whose sidecar has an ``adaptive`` entry): trajectories
+  sampled per question and why its questions stopped; per question under ``meta.extra.adaptive`` of
+  ``--json``.
 """
 
 from __future__ import annotations
@@ -120,7 +123,18 @@ class PoolSummary:
             if figures:
                 lines.append("accounting       " + ", ".join(f"{k}={v}" for k, v in figures)
                              + " (all fields: --json)")
+            adaptive = m.get("extra", {}).get("adaptive")
+            if adaptive:
+                lines.append("adaptive         " + describe_adaptive(adaptive) + " (per question: --json)")
         return "\n".join(lines)
+
+
+def describe_adaptive(entry: dict[str, Any]) -> str:
+    """One line on the sidecar's ``adaptive`` entry of an adaptive rollout (rollout/waves.py): the
+    trajectories it sampled per question and why its questions stopped."""
+    stopped = ", ".join(f"{n} {why}" for why, n in entry.get("stopped", {}).items()) or "none"
+    return (f"mean {entry.get('mean_trajectories', 0):.2f} of k={entry.get('k')} trajectories per question "
+            f"(waves of {entry.get('wave')}, threshold {entry.get('threshold')}); stopped: {stopped}")
 
 
 def _score(group: QuestionGroup) -> tuple[float, float, float, bool] | None:

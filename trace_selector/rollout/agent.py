@@ -311,18 +311,27 @@ class Agent:
 
     # the loop --------------------------------------------------------------------------------------
 
-    def run(self, rollouts: list[Rollout], on_batch: Callable[[list[GenResult]], None] | None = None) -> None:
+    def run(self, rollouts: list[Rollout], on_batch: Callable[[list[GenResult]], None] | None = None,
+            on_finish: Callable[[list[Rollout]], list[Rollout]] | None = None) -> None:
         """Advance every rollout to completion: one batched `engine.generate` call per turn, or, with
         `AgentConfig.continuous` on an engine that offers it, each rollout's next turn submitted the
-        moment its previous one finishes."""
+        moment its previous one finishes.
+
+        `on_finish` (optional) gets the rollouts that finished since its last call (after every turn
+        batch; with continuous batching, each as it ends) and returns new rollouts, which join the run:
+        their first turn goes into the next batch, or into the running one at once. Adaptive sampling
+        starts a question's next wave this way (rollout/waves.py)."""
         if self.cfg.continuous and hasattr(self.engine, "generate_continuous"):
-            self._run_continuous(rollouts, on_batch)
+            self._run_continuous(rollouts, on_batch, on_finish)
             return
+        live = list(rollouts)
         while True:
-            active = [r for r in rollouts if not r.done]
+            active = [r for r in live if not r.done]
             for r in active:
                 self._check_room(r)
-            active = [r for r in active if not r.done]
+            if on_finish is not None:
+                live = self._joined(live, on_finish)
+            active = [r for r in live if not r.done]
             if not active:
                 return
             requests = [self._request(r) for r in active]
@@ -334,7 +343,34 @@ class Agent:
             if on_batch is not None:
                 on_batch(results)
 
-    def _run_continuous(self, rollouts: list[Rollout], on_batch: Callable[[list[GenResult]], None] | None) -> None:
+    def _joined(self, live: list[Rollout], on_finish: Callable[[list[Rollout]], list[Rollout]]) -> list[Rollout]:
+        """The unfinished rollouts of `live` plus those `on_finish` adds for its finished ones (repeated
+        while added rollouts finish at once, e.g. a prompt too long for any turn)."""
+        while True:
+            finished = [r for r in live if r.done]
+            if not finished:
+                return live
+            added = on_finish(finished)
+            for r in added:
+                if not r.done:
+                    self._check_room(r)
+            live = [r for r in live if not r.done] + list(added)
+
+    def _run_continuous(self, rollouts: list[Rollout], on_batch: Callable[[list[GenResult]], None] | None,
+                        on_finish: Callable[[list[Rollout]], list[Rollout]] | None = None) -> None:
+        def submit(rs: list[Rollout]) -> list[tuple[Rollout, GenRequest]]:
+            # First turns of `rs`; a rollout that cannot take one is finished, and on_finish may add more.
+            out, queue = [], list(rs)
+            while queue:
+                r = queue.pop(0)
+                if not r.done:
+                    self._check_room(r)
+                if not r.done:
+                    out.append((r, self._request(r)))
+                elif on_finish is not None:
+                    queue.extend(on_finish([r]))
+            return out
+
         def follow(r: Rollout, res: GenResult) -> list[tuple[Rollout, GenRequest]]:
             self.accounting.add_results([res], 0.0)
             self._consume(r, res)
@@ -342,12 +378,11 @@ class Agent:
                 on_batch([res])
             if not r.done:
                 self._check_room(r)
-            return [] if r.done else [(r, self._request(r))]
-
-        for r in rollouts:
             if not r.done:
-                self._check_room(r)
-        first = [(r, self._request(r)) for r in rollouts if not r.done]
+                return [(r, self._request(r))]
+            return submit(on_finish([r])) if on_finish is not None else []
+
+        first = submit(list(rollouts))
         t0 = time.perf_counter()
         self.engine.generate_continuous(first, follow)
         self.accounting.add_results([], time.perf_counter() - t0)

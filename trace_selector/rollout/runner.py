@@ -8,6 +8,11 @@ Config layers: `RolloutConfig` defaults < the YAML recipe < ``--split/--limit/--
 (`writer.py`), and rerunning the same command after a kill skips them. The final pool, its
 ``.meta.json`` sidecar (setting, model, sampling, strategy, seeds, vLLM version, logprob mode,
 accounting) and the resolved config (``<pool>.config.yaml``) are written atomically at the end.
+
+With ``adaptive.checkpoint=<selector> adaptive.threshold=t`` each question is sampled in waves until the
+selector is sure of its pick or k is reached (rollout/waves.py schedules the waves around a stop hook;
+trace_selector/adaptive_rollout.py builds the hook from the selector); the sidecar's ``adaptive`` entry
+says per question how many trajectories it got and why it stopped.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from trace_selector.rollout.agent import Accounting, Agent, AgentConfig
 from trace_selector.rollout.strategies.divinit import DivInitConfig, diversity, n_candidates
 from trace_selector.rollout.strategies.partial import PartialConfig
 from trace_selector.rollout.strategies.replicas import ReplicasConfig
+from trace_selector.rollout.waves import AdaptiveRolloutConfig, StopHook, WaveScheduler, adaptive_meta, is_closed
 from trace_selector.types import Strategy
 
 
@@ -76,6 +82,9 @@ class RolloutConfig:
     """ParallelMuse parameters (strategy=partial)."""
     replicas: ReplicasConfig = field(default_factory=ReplicasConfig)
     """TIPEX replica parameters (strategy=replicas)."""
+    adaptive: AdaptiveRolloutConfig = field(default_factory=AdaptiveRolloutConfig)
+    """Online adaptive sampling: waves per question until a selector is sure (adaptive.checkpoint);
+    chunk_questions x k trajectories stay in flight over the open questions (rollout/waves.py)."""
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -96,6 +105,9 @@ class RolloutConfig:
             raise ValueError(f"partial.initial ({self.partial.initial}) exceeds the budget k ({self.k})")
         if self.strategy == "divinit":
             n_candidates(self.divinit, self.k)
+        if self.adaptive.checkpoint is not None and self.strategy != "standard":
+            raise ValueError(f"adaptive sampling draws independent waves: it needs strategy=standard, got "
+                             f"{self.strategy!r} (whose trajectories of a question depend on each other)")
 
     def strategy_options(self) -> Any:
         return {"divinit": self.divinit, "partial": self.partial, "replicas": self.replicas}.get(self.strategy)
@@ -113,6 +125,8 @@ class RolloutReport:
     accounting: dict[str, Any]
     stopped: bool = False
     """The run ended early at `RolloutConfig.stop_file`; `out` is a snapshot, or absent if nothing is done."""
+    adaptive: dict[str, Any] | None = None
+    """The sidecar's ``adaptive`` entry of an adaptive run (`waves.adaptive_meta`)."""
 
     def to_text(self) -> str:
         a = self.accounting
@@ -122,11 +136,16 @@ class RolloutReport:
             return (f"stopped at the stop file with {self.questions} questions ({self.trajectories} trajectories, "
                     f"{self.generated_now} generated now) in {self.out}: a snapshot; rerun the same command "
                     f"to continue once the stop file is gone")
-        return (f"wrote {self.out}: {self.questions} questions, {self.trajectories} trajectories "
+        text = (f"wrote {self.out}: {self.questions} questions, {self.trajectories} trajectories "
                 f"({self.generated_now} generated now, {self.resumed} resumed from the shard); "
                 f"{a.get('generated_tokens', 0)} generated / {a.get('prompt_tokens', 0)} prompt / "
                 f"{a.get('cached_tokens', 0)} cached tokens, {a.get('tool_calls', 0)} tool calls, "
                 f"{a.get('wall_seconds', 0):.1f} s")
+        if self.adaptive:
+            from trace_selector.records.summary import describe_adaptive
+
+            text += "\nadaptive: " + describe_adaptive(self.adaptive)
+        return text
 
 
 def action_stats(trajectories: list[Trajectory]) -> dict[str, Any]:
@@ -162,14 +181,21 @@ def _toolbox(cfg: RolloutConfig, setting: Any) -> Any:
 
 
 def run_rollout(cfg: RolloutConfig, out: str | Path, *, engine: Any = None, toolbox: Any = None,
-                questions: list[Any] | None = None, progress: bool = True) -> RolloutReport:
+                questions: list[Any] | None = None, progress: bool = True,
+                stop_hook: StopHook | None = None) -> RolloutReport:
     """Generate (or finish) the pool `out`. `engine`, `toolbox` and `questions` replace the ones the
     config names (tests pass fakes); an engine built here is closed here. A second rollout on the same
-    `out` while this one runs is refused (`PoolLock`)."""
+    `out` while this one runs is refused (`PoolLock`). With `stop_hook`, questions are sampled in waves
+    of `cfg.adaptive.wave` until the hook stops them (rollout/waves.py); `adaptive.checkpoint` needs
+    one (trace_selector/adaptive_rollout.py builds it from the selector)."""
     from trace_selector.rollout.writer import PoolLock
 
+    if cfg.adaptive.checkpoint is not None and stop_hook is None:
+        raise InputError("adaptive.checkpoint is set but no stop hook was given: run it through "
+                         "`trace-selector rollout` (trace_selector.adaptive_rollout.run_adaptive_rollout), "
+                         "which builds the hook from the selector")
     with PoolLock(out):
-        return _run_locked(cfg, Path(out), engine, toolbox, questions, progress)
+        return _run_locked(cfg, Path(out), engine, toolbox, questions, progress, stop_hook)
 
 
 @dataclass
@@ -206,7 +232,7 @@ class _Totals:
 
 
 def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questions: list[Any] | None,
-                progress: bool) -> RolloutReport:
+                progress: bool, stop_hook: StopHook | None = None) -> RolloutReport:
     from trace_selector.rollout.strategies import COUPLED
     from trace_selector.rollout.writer import ShardWriter
 
@@ -225,6 +251,11 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
         setting = load_setting(cfg.setting)
     work = _plan_work(cfg, setting.questions(cfg.split) if questions is None else questions, done)
+    seen: dict[str, list[Trajectory]] = {}
+    if stop_hook is not None:  # adaptive: a question whose recorded last wave stopped is closed
+        for t in writer.trajectories():
+            seen.setdefault(str(t.question_id), []).append(t)
+        work.todo = [(q, ids) for q, ids in work.todo if not is_closed(seen.get(str(q.id), []), cfg.k)]
 
     # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
     own_engine = engine is None and bool(work.todo)
@@ -236,7 +267,8 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
         totals = _Totals.resume(writer.checkpoint, t_start)
         generated_now, stats = 0, Counter()
         if work.todo:
-            generated_now, stats, stopped = _generate(cfg, out, writer, engine, toolbox, work, totals, stop, progress)
+            generated_now, stats, stopped = _generate(cfg, out, writer, engine, toolbox, work, totals, stop, progress,
+                                                      stop_hook, seen)
             if stopped:
                 return _stopped_report(out, writer, generated_now, resumed)
         return _finalize(cfg, out, writer, engine, work, totals.checkpoint(stats), generated_now, resumed)
@@ -267,13 +299,14 @@ def _start_engine(cfg: RolloutConfig) -> Any:
 
 
 def _generate(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, toolbox: Any, work: _Work, totals: _Totals,
-              stop: Path | None, progress: bool) -> tuple[int, Counter, bool]:
+              stop: Path | None, progress: bool, stop_hook: StopHook | None = None,
+              seen: dict[str, list[Trajectory]] | None = None) -> tuple[int, Counter, bool]:
     """Run the strategy chunk by chunk over `work.todo`, appending every finished question group to the
     shard and writing snapshots (every `snapshot_minutes`, or at the stop file). Returns the trajectories
-    generated, the strategy's stats and whether the stop file ended the run."""
+    generated, the strategy's stats and whether the stop file ended the run. With `stop_hook`, waves
+    instead (`_generate_waves`)."""
     from tqdm import tqdm
 
-    from trace_selector.config import dump_config
     from trace_selector.rollout.strategies import STRATEGIES
     from trace_selector.rollout.strategies.context import StrategyContext
 
@@ -295,6 +328,12 @@ def _generate(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, toolbox: 
     kind = "browsing" if toolbox.kind == "browsing" else "webqa"
     last_snapshot = time.perf_counter()
     generated_now, stopped = 0, False
+    if stop_hook is not None:
+        generated_now, stopped = _generate_waves(cfg, out, writer, ctx, work, totals, stop, stop_hook, seen or {},
+                                                 engine_info, kind, bar)
+        bar.close()
+        agent.close()
+        return generated_now, ctx.stats, stopped
     for lo in range(0, len(work.todo), cfg.chunk_questions):
         chunk = work.todo[lo: lo + cfg.chunk_questions]
         for group in run(ctx, [q for q, _ in chunk], [ids for _, ids in chunk]):
@@ -306,16 +345,50 @@ def _generate(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, toolbox: 
         stopped = more and stop is not None and stop.exists()
         if stopped or more and cfg.snapshot_minutes is not None and \
                 time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
-            done_now = writer.trajectories()
-            writer.snapshot(work.order, _pool_meta(cfg, writer.checkpoint, done_now, engine_info,
-                                                   writer.dropped, snapshot=True), done_now)
-            dump_config(cfg, out.with_name(out.name + ".config.yaml"))
+            _snapshot(cfg, out, writer, work, engine_info)
             last_snapshot = time.perf_counter()
         if stopped:
             break
     bar.close()
     agent.close()
     return generated_now, ctx.stats, stopped
+
+
+def _snapshot(cfg: RolloutConfig, out: Path, writer: Any, work: _Work, engine_info: dict[str, Any]) -> None:
+    """Write the pool of every finished trajectory so far (and the resolved config); the shard stays."""
+    from trace_selector.config import dump_config
+
+    done_now = writer.trajectories()
+    writer.snapshot(work.order, _pool_meta(cfg, writer.checkpoint, done_now, engine_info,
+                                           writer.dropped, snapshot=True), done_now)
+    dump_config(cfg, out.with_name(out.name + ".config.yaml"))
+
+
+def _generate_waves(cfg: RolloutConfig, out: Path, writer: Any, ctx: Any, work: _Work, totals: _Totals,
+                    stop: Path | None, hook: StopHook, seen: dict[str, list[Trajectory]],
+                    engine_info: dict[str, Any], kind: str, bar: Any) -> tuple[int, bool]:
+    """Adaptive sampling (`waves.WaveScheduler`): every decided wave is appended to the shard at once,
+    snapshots as in `_generate` (checked after each wave); at the stop file no new wave starts, the
+    ones in flight finish, and a snapshot is written. Returns the trajectories generated and whether
+    the stop file ended the run."""
+    generated = 0
+    last_snapshot = time.perf_counter()
+
+    def on_wave(trajectories: list[Trajectory]) -> None:
+        nonlocal generated, last_snapshot
+        writer.append_group(trajectories, totals.checkpoint(ctx.stats, engine_info))
+        generated += len(trajectories)
+        bar.update(len(trajectories))
+        if cfg.snapshot_minutes is not None and time.perf_counter() - last_snapshot >= 60 * cfg.snapshot_minutes:
+            _snapshot(cfg, out, writer, work, engine_info)
+            last_snapshot = time.perf_counter()
+
+    scheduler = WaveScheduler(ctx, work.todo, seen, hook, cfg.adaptive.wave, cfg.chunk_questions * cfg.k, on_wave,
+                              stopping=lambda: stop is not None and stop.exists(), style=kind)
+    scheduler.run()
+    if scheduler.stopped:
+        _snapshot(cfg, out, writer, work, engine_info)
+    return generated, scheduler.stopped
 
 
 def _finalize(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, work: _Work, final: dict[str, Any],
@@ -331,7 +404,8 @@ def _finalize(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, work: _Wo
     acct = meta.accounting
     writer.finalize(work.order, meta, trajectories)
     dump_config(cfg, out.with_name(out.name + ".config.yaml"))
-    return RolloutReport(out, acct["questions"], len(trajectories), generated_now, resumed, acct)
+    return RolloutReport(out, acct["questions"], len(trajectories), generated_now, resumed, acct,
+                         adaptive=meta.extra.get("adaptive"))
 
 
 def _stopped_report(out: Path, writer: Any, generated_now: int, resumed: int) -> RolloutReport:
@@ -353,6 +427,7 @@ def _pool_meta(cfg: RolloutConfig, checkpoint: dict[str, Any], trajectories: lis
                 questions=len(groups_by_q), **diversity(list(groups_by_q.values())),
                 **action_stats(trajectories))
     info = {k: v for k, v in info.items() if k != "stats"}
+    adaptive = adaptive_meta(cfg.adaptive, groups_by_q, cfg.k)
     return PoolMeta(
         setting=cfg.setting, split=cfg.split, policy_model=str(info.get("model", cfg.model)),
         strategy=cfg.strategy,
@@ -367,7 +442,7 @@ def _pool_meta(cfg: RolloutConfig, checkpoint: dict[str, Any], trajectories: lis
                "strategy_stats": dict(checkpoint.get("stats", {})), "prompt_version": prompts.prompt_version(),
                "engine": info, "agent_kind": cfg.agent_kind, "offset": cfg.offset,
                "per_trajectory_seeds_applied": bool(info.get("per_request_seeds", False)),
-               "resume_dropped_lines": dropped, "snapshot": snapshot},
+               "resume_dropped_lines": dropped, "snapshot": snapshot, **({"adaptive": adaptive} if adaptive else {})},
     )
 
 
