@@ -3,7 +3,8 @@
 # their target sizes, in an order that makes each pool usable early:
 #   1. train: 400 train questions x K=8 (a first selector can train on it);
 #   2. dev: 200 dev questions (0-199) x K=8;
-#   3. train: extended to all 1,477 train questions (target: >= 800 mixed questions);
+#   3. train: extended to all 2,162 train questions (target: >= 800 mixed questions; 42.5% of the policy
+#      study's dev questions were mixed);
 #   4. dev: extended to K=16;
 #   5. DivInit and standard sampling on the same 150 other dev questions (200-349) x K=8, the
 #      matched-compute comparison (no other pool uses these questions);
@@ -37,6 +38,6 @@ train() { rollout --split train --limit "$1" --k 8 --out "$out/wikihops-train.js
 dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" "${@:2}"; }
 matched() { rollout --split dev --offset 200 --limit 150 --k 8 --out "$out/wikihops-dev-$1.jsonl.gz" "strategy=${2:-$1}" "${@:3}"; }
 sealed() { rollout --split test --limit "$1" --k 16 --out "$out/wikihops-test-sealed.jsonl.gz" "${@:2}"; }
-train 400 "$@"; dev 8 "$@"; train 1477 "$@"; dev 16 "$@"
+train 400 "$@"; dev 8 "$@"; train 2162 "$@"; dev 16 "$@"
 matched divinit divinit "$@"; matched standard150 standard "$@"
 sealed 400 "$@"

@@ -16,14 +16,18 @@ def _question_ids(path: Path) -> set[str]:
         return {str(d.get("question_index", d.get("qid"))) for d in map(json.loads, fh)}
 
 
-def test_sealed_pool_shares_no_question_with_any_other_pool():
-    sealed = _question_ids(SEALED)
-    assert sealed
-    others = [p for p in POOLS.glob("*.jsonl.gz") if p != SEALED]
-    assert len(others) >= 5
-    for other in others:
-        shared = sealed & _question_ids(other)
-        assert not shared, f"{other.name} shares {len(shared)} questions with the sealed pool, e.g. {min(shared)}"
+def test_sealed_pools_share_no_question_with_any_other_pool():
+    """Every sealed pool (wikileads, and wikihops once it is committed) against every other pool."""
+    sealed_pools = sorted(POOLS.glob("*-test-sealed.jsonl.gz"))
+    assert SEALED in sealed_pools
+    for path in sealed_pools:
+        sealed = _question_ids(path)
+        assert sealed
+        others = [p for p in POOLS.glob("*.jsonl.gz") if p != path]
+        assert len(others) >= 5
+        for other in others:
+            shared = sealed & _question_ids(other)
+            assert not shared, f"{other.name} shares {len(shared)} questions with {path.name}, e.g. {min(shared)}"
 
 
 def test_sealed_pool_is_test_split_standard_k16():
