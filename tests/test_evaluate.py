@@ -129,6 +129,13 @@ def test_skips_with_reasons_and_k_restriction(pool_file, tmp_path):
     assert res["oracle_pass_at_k"] == pytest.approx(200 / 3, abs=1e-3)
 
 
+def test_table_says_how_many_trajectories_an_aggregator_prompt_clipped(pool_file, tmp_path):
+    res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority"], out=str(tmp_path / "r.json"), budget=False))
+    assert "clipped" not in format_table(res)
+    res["methods"]["majority"]["settings"] = {"shown_trajectories": 48, "clipped_trajectories": 5}
+    assert "5 of 48 trajectories clipped" in format_table(res)
+
+
 def test_k_above_the_pools_k_uses_what_is_there_and_says_so(pool_file, tmp_path):
     res = evaluate(EvalConfig(pool=str(pool_file), methods=["majority"], k=100, out=str(tmp_path / "r.json"),
                               budget=False))

@@ -711,6 +711,9 @@ def format_table(results: dict[str, Any]) -> str:
             notes.append(f"{r['cut_tokens']} tokens cut to fit")
         if r.get("forced_answers"):
             notes.append(f"{r['forced_answers']} forced answers")
+        if "shown_trajectories" in r.get("settings", {}):  # LLM aggregators: what the prompt budget cut
+            s = r["settings"]
+            notes.append(f"{s['clipped_trajectories']} of {s['shown_trajectories']} trajectories clipped")
         if r.get("signal", {}).get("sampled_logprob"):
             notes.append(f"sampled-token log-probs, no token_conf on {r['signal']['sampled_logprob']} questions")
         if "compression_ratio" in r:
