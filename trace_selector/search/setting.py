@@ -279,7 +279,6 @@ def _source_info(src_sha: str) -> dict[str, Any]:
 def _build_wikileads(out: Path, src: Path, src_sha: str) -> dict[str, Any]:
     """Write corpus, pages, question splits, both indexes, report.json and ATTRIBUTION.md."""
     from trace_selector.search import wikileads as wl
-    from trace_selector.atomic import atomic_write
 
     t0 = time.perf_counter()
     arts = wl.load_articles(src)
@@ -317,16 +316,25 @@ def _build_wikileads(out: Path, src: Path, src_sha: str) -> dict[str, Any]:
     templates: dict[str, int] = {}
     for r in rows:
         templates[f"{r['family']}/{r['template']}"] = templates.get(f"{r['family']}/{r['template']}", 0) + 1
+    return _write_report(out, "wikileads", wl.VERSION, src_sha, {
+        "articles": len(arts), "passages": len(passages), "pages": len(pages), "splits": list(wl.SPLITS),
+        "questions": counts, "templates": dict(sorted(templates.items())), "dropped": dict(sorted(drops.items())),
+        "recall_at_3": recall,
+    })
+
+
+def _write_report(out: Path, setting: str, version: str, src_sha: str, figures: dict[str, Any]) -> dict[str, Any]:
+    """Write ATTRIBUTION.md, then report.json: the setting, generator version and source, `figures`, and
+    the sha256 of every data file; returns the report."""
+    from trace_selector.atomic import atomic_write
+    from trace_selector.search.wikileads import SPLITS
+
     source = _source_info(src_sha)
     with atomic_write(out / "ATTRIBUTION.md") as fh:
-        fh.write(ATTRIBUTION.format(version=source["version"], setting="wikileads"))
-    data_files = ["corpus.jsonl.gz", "pages.jsonl.gz", *(f"questions_{s}.jsonl" for s in wl.SPLITS), "ATTRIBUTION.md"]
-    report = {
-        "setting": "wikileads", "version": wl.VERSION, "source": source, "articles": len(arts),
-        "passages": len(passages), "pages": len(pages), "splits": list(wl.SPLITS), "questions": counts,
-        "templates": dict(sorted(templates.items())), "dropped": dict(sorted(drops.items())),
-        "recall_at_3": recall, "files": {f: file_sha256(out / f) for f in data_files},
-    }
+        fh.write(ATTRIBUTION.format(version=source["version"], setting=setting))
+    data_files = ["corpus.jsonl.gz", "pages.jsonl.gz", *(f"questions_{s}.jsonl" for s in SPLITS), "ATTRIBUTION.md"]
+    report = {"setting": setting, "version": version, "source": source, **figures,
+              "files": {f: file_sha256(out / f) for f in data_files}}
     with atomic_write(out / "report.json") as fh:
         fh.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return report
@@ -335,7 +343,6 @@ def _build_wikileads(out: Path, src: Path, src_sha: str) -> dict[str, Any]:
 def _build_wikihops(out: Path, src: Path, src_sha: str) -> dict[str, Any]:
     """Write the wikileads corpus and indexes plus the multi-hop question splits, report.json and
     ATTRIBUTION.md (trace_selector.search.wikihops)."""
-    from trace_selector.atomic import atomic_write
     from trace_selector.search import wikihops as wh
     from trace_selector.search import wikileads as wl
 
@@ -355,25 +362,16 @@ def _build_wikihops(out: Path, src: Path, src_sha: str) -> dict[str, Any]:
         key = f"{r['type']}/{r['template']}"
         templates[key] = templates.get(key, 0) + 1
     held_out = [r for r in rows if r["split"] in ("dev", "test")]
-    source = _source_info(src_sha)
-    with atomic_write(out / "ATTRIBUTION.md") as fh:
-        fh.write(ATTRIBUTION.format(version=source["version"], setting="wikihops"))
-    data_files = ["corpus.jsonl.gz", "pages.jsonl.gz", *(f"questions_{s}.jsonl" for s in wl.SPLITS), "ATTRIBUTION.md"]
-    report = {
-        "setting": "wikihops", "version": wh.VERSION, "source": source, "articles": len(arts),
-        "passages": len(passages), "pages": len(pages), "splits": list(wl.SPLITS), "questions": counts,
-        "templates": dict(sorted(templates.items())), "candidates": checks["candidates"],
+    return _write_report(out, "wikihops", wh.VERSION, src_sha, {
+        "articles": len(arts), "passages": len(passages), "pages": len(pages), "splits": list(wl.SPLITS),
+        "questions": counts, "templates": dict(sorted(templates.items())), "candidates": checks["candidates"],
         "kept_share": {t: round(counts[t]["total"] / max(1, checks["candidates"][t]), 4) for t in wh.TYPES},
         "dropped": checks["dropped"], "hop_recall_at_3": checks["hop_recall_at_3"], "chance": checks["chance"],
         "comparison_share": round(counts["comparison"]["total"] / max(1, len(rows)), 4),
         "independent_bm25_answer_at_3": {"dev+test": round(wh.independent_answer_rate(held_out, passages), 4),
                                          "n": sum(r["type"] != "comparison" for r in held_out)},
         "leakage_shared_articles": wh.leakage(rows),
-        "files": {f: file_sha256(out / f) for f in data_files},
-    }
-    with atomic_write(out / "report.json") as fh:
-        fh.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    return report
+    })
 
 
 def summary(name: str = "wikileads", directory: str | Path | None = None) -> str:
