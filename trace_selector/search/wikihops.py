@@ -6,7 +6,8 @@ Three question types, in the spirit of HotpotQA, 2WikiMultiHopQA and MuSiQue:
 - ``bridge``: identify an entity from a clue sentence of its lead (its name masked), then look up an
   attribute stated in another passage of the same article ("In what year was the person born who
   directed the first feature-length animated film?": the clue names the article, its first passage
-  holds the life span).
+  holds the life span); or, HotpotQA style, quote another article's sentence with a name blanked out
+  and ask about the blanked article (`mention_questions`).
 - ``compositional``: follow a relation that one article's short description states to a second
   article, then ask about the second ("In what year was the author of A Christmas Carol born?";
   "What is the capital of the country or region in which Adana lies?").
@@ -251,6 +252,8 @@ def bridge_questions(art: Article, ids: list[str], rel: Relation | None) -> list
 
 
 MENTIONS_PER_TEMPLATE = 3
+"""Masked-mention questions per article and template, each about another name (more would let a few
+long leads that name many people dominate the setting)."""
 _SPAN = re.compile(r"\((?:c\. )?(?P<start>\d{3,4})\s*[–-]\s*(?:c\. )?\d{2,4}\)$")
 _QUOTE_WORDS = (8, 32)
 """A masked sentence is quoted whole, so it must be long enough to find and short enough to read."""
@@ -259,16 +262,18 @@ _QUOTE_WORDS = (8, 32)
 def _standalone(text: str, start: int, end: int) -> bool:
     """The name at text[start:end] is not part of a longer proper name ("New Mexico", "Niger River")."""
     before = text[:start].rstrip().rsplit(" ", 1)[-1] if text[:start].strip() else ""
-    after = text[end:].lstrip().split(" ", 1)[0] if text[end:].strip() else ""
-    capital = lambda w: bool(w) and w[0].isupper()
-    return not (capital(before) and start > 0 and text[:start].strip() not in {"The", "A", "An"}
-                and not before.endswith((".", ",", ";", ":"))) and not capital(after.strip(",.;:"))
+    after = text[end:].lstrip().split(" ", 1)[0].strip(",.;:") if text[end:].strip() else ""
+    # A capitalised word right before the name joins it, unless it opens the sentence ("The ___ River").
+    joined_before = (before[:1].isupper() and text[:start].strip() not in {"The", "A", "An"}
+                     and not before.endswith((".", ",", ";", ":")))
+    return not joined_before and not after[:1].isupper()
 
 
 def mention_questions(art: Article, ids: list[str], targets: dict[str, list[MultiHop]],
                       pattern: re.Pattern[str]) -> list[MultiHop]:
     """HotpotQA-style bridges through a mention: a sentence of `art` names another article (a person
-    with a life span, a country or region with a capital); the question quotes the sentence with that
+    with a life span, a country or region with a capital, an empire or war with a span); the question
+    quotes the sentence with that
     name blanked out and asks about the named article. At most `MENTIONS_PER_TEMPLATE` questions per
     template and article, each about another name.
     `targets` maps the mentioned title to its second-hop questions (with "{blank}" in the question)."""
