@@ -40,17 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "rollout/wikileads-standard.yaml"
 
 
-def build_engine(cfg: Any) -> Any:
-    """The engine both runs share, as `trace-selector rollout` would build it for `cfg`."""
-    from trace_selector.engines import make_engine
-
-    options = dict(cfg.engine_options)
-    if cfg.engine.startswith("vllm"):
-        options.setdefault("max_model_len", cfg.agent.max_context)
-        options.setdefault("seed", cfg.seed)
-    return make_engine(cfg.engine, model=cfg.model, **options)
-
-
 def empty_prefix_cache(engine: Any) -> None:
     """Forget cached prompts (in-process vLLM), so the second run starts as cold as the first."""
     reset = getattr(getattr(engine, "llm", None), "reset_prefix_cache", None)
@@ -124,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trace_selector.adaptive_rollout import resolve_temperature, run_adaptive_rollout
     from trace_selector.errors import InputError
+    from trace_selector.rollout import runner
     from trace_selector.rollout.runner import load_rollout_config, run_rollout
 
     adaptive = [f"adaptive.checkpoint={a.checkpoint}", f"adaptive.wave={a.wave}", f"adaptive.min_waves={a.min_waves}"]
@@ -139,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     a.out_dir.mkdir(parents=True, exist_ok=True)
     fixed_out, adaptive_out = a.out_dir / "fixed.jsonl.gz", a.out_dir / "adaptive.jsonl.gz"
 
-    engine = build_engine(fixed_cfg)
+    engine = runner.start_engine(fixed_cfg)  # the engine both runs share, as `trace-selector rollout` builds it
     try:
         warm_up(fixed_cfg, engine, a.out_dir)
         empty_prefix_cache(engine)

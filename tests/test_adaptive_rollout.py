@@ -140,7 +140,7 @@ def _fake_setting(monkeypatch):
         def questions(self, split):
             return QUESTIONS
 
-    monkeypatch.setattr(runner, "_start_engine", lambda cfg: FakeEngine(varied))
+    monkeypatch.setattr(runner, "start_engine", lambda cfg: FakeEngine(varied))
     monkeypatch.setattr(runner, "_toolbox", lambda cfg, s: SearchTools(FakeIndex(), top_k=3))
     monkeypatch.setattr(setting, "load_setting", lambda name: Setting())
 
@@ -150,13 +150,15 @@ def test_the_side_by_side_experiment_writes_its_comparison(tmp_path, checkpoint,
     import sys
     from pathlib import Path
 
+    import trace_selector.rollout.runner as runner
+
     script = Path(__file__).resolve().parents[1] / "experiments" / "adaptive_rollout.py"
     spec = importlib.util.spec_from_file_location("adaptive_rollout_experiment", script)
     experiment = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "adaptive_rollout_experiment", experiment)
     spec.loader.exec_module(experiment)
     _fake_setting(monkeypatch)
-    monkeypatch.setattr(experiment, "build_engine", lambda cfg: FakeEngine(varied))
+    monkeypatch.setattr(runner, "start_engine", lambda cfg: FakeEngine(varied))
     assert experiment.main(["--checkpoint", str(checkpoint), "--model", "fake", "--limit", "3", "--k", "6",
                             "--threshold", "0.3", "--out-dir", str(tmp_path / "out")]) == 0
     table = capsys.readouterr().out

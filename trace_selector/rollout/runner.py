@@ -260,7 +260,7 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
     # Nothing left to generate (a rerun that only finalizes a shard): no engine, no index.
     own_engine = engine is None and bool(work.todo)
     if own_engine:  # before the index: vLLM must start before bm25s/numba are imported
-        engine = _start_engine(cfg)
+        engine = start_engine(cfg)
     try:
         if toolbox is None and work.todo:
             toolbox = _toolbox(cfg, setting)
@@ -287,7 +287,7 @@ def _plan_work(cfg: RolloutConfig, questions: list[Any], done: dict[str, set[int
     return _Work(order, [(q, ids) for q, ids in todo if ids], {qid: positions[qid] for qid in order})
 
 
-def _start_engine(cfg: RolloutConfig) -> Any:
+def start_engine(cfg: RolloutConfig) -> Any:
     """The engine the config names; an in-process vLLM gets the agent's context length and the run's seed."""
     from trace_selector.engines import make_engine
 
