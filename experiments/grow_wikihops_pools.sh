@@ -25,14 +25,8 @@ if [[ ${1:-} == --pools ]]; then
 fi
 out=${1:-data/pools}
 shift || true
-py=${PYTHON:-python}
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-0-1} VLLM_CPU_NUM_OF_RESERVED_CPU=${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}
-export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-4}
+source "$(dirname "${BASH_SOURCE[0]}")/pool_stages.sh"
 "$py" -m trace_selector.cli data prepare --setting wikihops >/dev/null
-# A stage that dies (an engine crash, an OOM kill) is retried from its shard; a bad command line fails
-# the same way every time, so three failures in a row end the script.
-retry() { for attempt in 1 2 3; do "$@" && return 0; echo "stage failed (attempt $attempt): $*" >&2; sleep 10; done; return 1; }
 rollout() { retry "$py" -m trace_selector.cli rollout --config rollout/wikihops-standard.yaml "$@"; }
 train() { rollout --split train --limit "$1" --k 8 --out "$out/wikihops-train.jsonl.gz" "${@:2}"; }
 dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" "${@:2}"; }
