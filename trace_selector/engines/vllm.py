@@ -265,11 +265,7 @@ class VLLMEngine(ChatTokenizerMixin):
         from vllm.inputs import TokensPrompt
 
         for i, r in enumerate(requests):
-            if len(r.prompt_token_ids) + r.max_tokens > self.config.max_model_len:
-                raise InputError(
-                    f"request {i}: prompt {len(r.prompt_token_ids)} + max_tokens {r.max_tokens} tokens "
-                    f"exceeds max_model_len {self.config.max_model_len}"
-                )
+            self._check_fits(i, r)
         prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_token_ids)) for r in requests]
         params = [self.sampling_params(r) for r in requests]
         t0 = time.perf_counter()
@@ -282,6 +278,11 @@ class VLLMEngine(ChatTokenizerMixin):
         ]
         self.stats.add(results, time.perf_counter() - t0)
         return results
+
+    def _check_fits(self, label: int, request: GenRequest) -> None:
+        if len(request.prompt_token_ids) + request.max_tokens > self.config.max_model_len:
+            raise InputError(f"request {label}: prompt {len(request.prompt_token_ids)} + max_tokens "
+                             f"{request.max_tokens} tokens exceeds max_model_len {self.config.max_model_len}")
 
     def generate_continuous(self, first: Sequence[tuple[Any, GenRequest]],
                             on_result: Callable[[Any, GenResult], Sequence[tuple[Any, GenRequest]]]) -> None:
@@ -298,13 +299,12 @@ class VLLMEngine(ChatTokenizerMixin):
         counter = itertools.count()
 
         def submit(key: Any, request: GenRequest) -> None:
-            if len(request.prompt_token_ids) + request.max_tokens > self.config.max_model_len:
-                raise InputError(f"request {key!r}: prompt {len(request.prompt_token_ids)} + max_tokens "
-                                 f"{request.max_tokens} tokens exceeds max_model_len {self.config.max_model_len}")
+            n = next(counter)
+            self._check_fits(n, request)
             params = self.sampling_params(request)
             params.output_kind = RequestOutputKind.FINAL_ONLY  # one output per request, when it ends
             # Outputs carry the id given here (the engine keeps its own internal one apart).
-            rid = f"c{next(counter)}"
+            rid = f"c{n}"
             engine.add_request(rid, TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)), params)
             pending[rid] = (key, request)
 
