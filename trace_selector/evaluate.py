@@ -1,6 +1,8 @@
 """Evaluate answer-selection methods on one rollout pool: EM / F1 / throughput / tokens per method,
 a budget curve over subset sizes, a Markdown table, results.json, an optional plot and per-question
-JSONL.
+JSONL. This module holds the run: its config, building and running the methods, the paired
+statistics and the adaptive rows; a pick is scored in `scoring`, the budget curve drawn in `budget`,
+and the files and the table written by `report`.
 
     trace-selector evaluate --pool pool.jsonl.gz --methods single,majority,weighted_token,solagg \\
         --checkpoint checkpoints/wikileads --out runs/eval/results.json --plot runs/eval/budget.png
@@ -17,10 +19,8 @@ selected trajectory scores its stored `correct` for both EM and F1. `single` is 
 a uniformly drawn trajectory. With ``k`` set, each question keeps its first k trajectories by
 sample_id (all of them if it has fewer).
 
-Budget curve: for k = 1, 2, 4, ... up to K (and K itself), EM is averaged over `budget_subsets`
-random size-k subsets of each question's trajectories, drawn once with `seed` and shared by all
-methods (k >= K has a single subset). The oracle line is the unbiased pass@k. LLM methods join the
-curve only with `budget_llm` (each subset is a full rerun).
+Budget curve: EM over random size-k subsets of each question's trajectories, k = 1, 2, 4, ... up to
+K, next to the oracle pass@k (`budget`; `budget_subsets`, `seed` and `budget_llm` set it).
 
 Paired statistics: every scored method is compared question by question with majority vote (and,
 with `reference`, with that method too): the mean EM difference, its 95% percentile-bootstrap
@@ -41,9 +41,7 @@ question paired with every row whose EM is within `AdaptiveConfig.match_points`.
 
 from __future__ import annotations
 
-import json
 import math
-import random
 import re
 import time
 from collections.abc import Sequence
@@ -51,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# draw_subsets, format_table, plot_budget and score_pick are not used here: they are imported for the
+# callers (CLI, quickstart, experiments, benchmarks, the notebook, tests) that import them from here.
 from trace_selector.adaptive import (
     ADAPTIVE_SUFFIX,
     AdaptiveConfig,
@@ -61,7 +61,6 @@ from trace_selector.adaptive import (
     usage,
     wave_items,
 )
-from trace_selector.atomic import atomic_write
 from trace_selector.baselines.confidence import ConfidenceConfig
 from trace_selector.baselines.llm import LLMConfig
 from trace_selector.baselines.pick import Method
@@ -73,13 +72,15 @@ from trace_selector.baselines.registry import (
     LLM_METHODS,
     MODEL_METHODS,
 )
+from trace_selector.budget import budget_curve, draw_subsets, oracle_at, subset_sizes
 from trace_selector.calibration import Calibration, calibrate, plot_reliability, scored_pick
-from trace_selector.config import dump_config, load_config, to_dict
+from trace_selector.config import load_config, to_dict
 from trace_selector.errors import InputError
-from trace_selector.paired import BOOTSTRAP_RESAMPLES, Paired, paired_difference
+from trace_selector.paired import BOOTSTRAP_RESAMPLES, paired_difference
 from trace_selector.records import Pool, QuestionGroup
-from trace_selector.records.answers import exact_match, f1_score, is_correct, pass_at_k
 from trace_selector.records.pick import Pick
+from trace_selector.report import format_table, plot_budget, summarize, write_outputs
+from trace_selector.scoring import MethodRun, em_of, score_pick
 
 
 def named_checkpoints(checkpoint: str | Sequence[str] | None) -> dict[str, str]:
@@ -233,25 +234,6 @@ def restrict(groups: Sequence[QuestionGroup], k: int | None) -> list[QuestionGro
     return out
 
 
-def score_pick(group: QuestionGroup, pick: Pick) -> tuple[float, float]:
-    """(EM, F1) in [0, 1] of one pick (expectations for `Pick.weights`)."""
-    by_id = {t.sample_id: t for t in group.trajectories}
-    if pick.weights is not None:
-        em = f1 = 0.0
-        for sid, w in pick.weights.items():
-            e, f = score_pick(group, Pick(group.question_id, sid, by_id[sid].answer))
-            em += w * e
-            f1 += w * f
-        return em, f1
-    if pick.sample_id is None and not pick.answer:
-        return 0.0, 0.0
-    if group.golden_answers:
-        return exact_match(pick.answer, group.golden_answers), f1_score(pick.answer, group.golden_answers)
-    traj = by_id.get(pick.sample_id) if pick.sample_id is not None else None
-    ok = float(traj is not None and bool(is_correct(traj, group.golden_answers)))
-    return ok, ok
-
-
 class TraceMethod:
     """A trained selector as a method: `Selector.from_pretrained(checkpoint).select(pool)`; `name` is
     its row (``trace``, ``trace_grounded``, ...)."""
@@ -299,20 +281,6 @@ class TraceMethod:
         return picks
 
 
-@dataclass(slots=True)
-class MethodRun:
-    """A method's picks on the full pool and what they took."""
-
-    picks: list[Pick]
-    seconds: float
-    scores: list[tuple[float, float]] = field(default_factory=list)
-    """(EM, F1) of each pick, filled once by `MethodRun.score` for the summary, pairing and JSONL."""
-
-    def score(self, groups: Sequence[QuestionGroup]) -> "MethodRun":
-        self.scores = [score_pick(g, p) for g, p in zip(groups, self.picks)]
-        return self
-
-
 def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[str, str], Any]:
     """Methods by name, skip reasons of those that cannot even be built, and the engine (or None)."""
     from trace_selector.baselines.registry import build_fast, build_llm
@@ -355,11 +323,6 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
     return methods, skipped, engine
 
 
-def em_of(group: QuestionGroup, pick: Pick) -> float:
-    """EM in [0, 1] of a pick (what adaptive tables and calibration labels read)."""
-    return score_pick(group, pick)[0]
-
-
 def set_temperatures(cfg: EvalConfig, methods: dict[str, Method]) -> dict[str, str]:
     """Each selector adaptive row's temperature: `AdaptiveConfig.temperature`, else fitted on
     `AdaptiveConfig.calibration_pool` (every wave of its questions), else 1. Returns where each came from."""
@@ -382,99 +345,6 @@ def set_temperatures(cfg: EvalConfig, methods: dict[str, Method]) -> dict[str, s
         else:
             sources[name] = "none (T = 1: set adaptive.temperature or adaptive.calibration_pool)"
     return sources
-
-
-def subset_sizes(max_k: int) -> list[int]:
-    """1, 2, 4, ... below max_k, then max_k."""
-    ks, k = [], 1
-    while k < max_k:
-        ks.append(k)
-        k *= 2
-    return ks + [max_k] if max_k >= 1 else []
-
-
-def draw_subsets(groups: Sequence[QuestionGroup], k: int, n: int, rng: random.Random) -> list[list[QuestionGroup]]:
-    """`n` sets of size-k subsets (one per question, sample_id order kept); one set when k >= K."""
-    if k >= max((len(g.trajectories) for g in groups), default=0):
-        n = 1
-    sets = []
-    for _ in range(n):
-        sets.append([
-            QuestionGroup(g.question_id, g.question, g.golden_answers,
-                          sorted(rng.sample(g.trajectories, min(k, len(g.trajectories))), key=lambda t: t.sample_id))
-            for g in groups
-        ])
-    return sets
-
-
-def oracle_at(groups: Sequence[QuestionGroup], k: int) -> float:
-    """Mean unbiased pass@k over questions, in percent (an empty question scores 0)."""
-    total = 0.0
-    for g in groups:
-        n = len(g.trajectories)
-        if n:
-            c = sum(1 for t in g.trajectories if is_correct(t, g.golden_answers))
-            total += pass_at_k(n, c, min(k, n))
-    return 100.0 * total / max(1, len(groups))
-
-
-def budget_curve(methods: dict[str, Method], groups: Sequence[QuestionGroup], n_subsets: int, seed: int) -> dict[str, dict[str, float]]:
-    """EM (percent) per method and subset size, plus ``oracle_pass_at_k``."""
-    from tqdm import tqdm
-
-    max_k = max((len(g.trajectories) for g in groups), default=0)
-    rng = random.Random(seed)
-    curve: dict[str, dict[str, float]] = {name: {} for name in methods}
-    curve["oracle_pass_at_k"] = {}
-    for k in tqdm(subset_sizes(max_k), desc="budget curve", unit="k", leave=False):
-        sets = draw_subsets(groups, k, n_subsets, rng)
-        for name, method in methods.items():
-            ems = []
-            for subset in sets:
-                picks = method.select(subset)
-                ems.append(sum(score_pick(g, p)[0] for g, p in zip(subset, picks)) / max(1, len(subset)))
-            curve[name][str(k)] = round(100.0 * sum(ems) / len(ems), 4)
-        curve["oracle_pass_at_k"][str(k)] = round(oracle_at(groups, k), 4)
-    return curve
-
-
-def summarize(name: str, run: MethodRun, groups: Sequence[QuestionGroup]) -> dict[str, Any]:
-    """The results.json entry of one method."""
-    scores = run.scores
-    n = max(1, len(groups))
-    entry: dict[str, Any] = {
-        "em": round(100.0 * sum(s[0] for s in scores) / n, 4),
-        "f1": round(100.0 * sum(s[1] for s in scores) / n, 4),
-        "seconds": round(run.seconds, 4),
-        "questions_per_s": round(len(groups) / run.seconds, 3) if run.seconds > 0 else None,
-        "tokens_in": sum(p.tokens_in for p in run.picks),
-        "tokens_out": sum(p.tokens_out for p in run.picks),
-        "parse_failures": sum(p.parse_failures for p in run.picks),
-        "fallbacks": sum(1 for p in run.picks if p.fallback),
-    }
-    used = [usage(g, p) for g, p in zip(groups, run.picks)]
-    entry["mean_trajectories"] = round(sum(u[0] for u in used) / n, 4)
-    if groups and all(u[1] is not None for u in used):
-        entry["mean_generated_tokens"] = round(sum(u[1] for u in used) / n, 2)  # type: ignore[misc]
-    report = sum(p.extra.get("report_tokens", 0) for p in run.picks)
-    traj = sum(p.extra.get("trajectory_tokens", 0) for p in run.picks)
-    if traj:
-        entry["report_tokens"] = report
-        entry["trajectory_tokens"] = traj
-        entry["compression_ratio"] = round(report / traj, 4)
-    cut = sum(p.extra.get("cut_tokens", 0) for p in run.picks)  # trajectory text LLM methods could not fit
-    if cut:
-        entry["cut_tokens"] = cut
-    forced = sum(1 for p in run.picks if p.extra.get("forced_answer"))
-    if forced:
-        entry["forced_answers"] = forced
-    signals: dict[str, int] = {}
-    for p in run.picks:  # DeepConf: token confidences or the sampled-log-prob fallback, per question
-        if "signal" in p.extra:
-            signals[p.extra["signal"]] = signals.get(p.extra["signal"], 0) + 1
-    if signals:
-        entry["signal"] = signals
-    return entry
 
 
 def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
@@ -619,119 +489,3 @@ def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Questi
             if other != name and gap <= cfg.adaptive.match_points + 1e-9:
                 pair = paired_difference(used[name], used[other], resamples=cfg.bootstrap, seed=cfg.seed, scale=1.0)
                 results["methods"][name][f"trajectories_vs_{other}"] = pair.to_dict()
-
-
-def write_outputs(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup], runs: dict[str, MethodRun]) -> None:
-    """results.json, its resolved config, and the optional per-question JSONL and plot (all atomic)."""
-    out = Path(cfg.out)
-    with atomic_write(out) as fh:
-        json.dump(results, fh, indent=2, default=str)
-        fh.write("\n")
-    dump_config(cfg, out.with_name(out.stem + ".config.yaml"))
-    if cfg.per_question:
-        with atomic_write(cfg.per_question) as fh:
-            for gi, g in enumerate(groups):
-                row: dict[str, Any] = {"question_id": g.question_id, "question": g.question, "gold": g.golden_answers,
-                                       "k": len(g.trajectories), "methods": {}}
-                for name, run in runs.items():
-                    p = run.picks[gi]
-                    em, f1 = run.scores[gi]
-                    row["methods"][name] = {"sample_id": p.sample_id, "answer": p.answer, "em": em, "f1": f1,
-                                            "correct": em == 1.0, "fallback": p.fallback}
-                    if p.scores:
-                        row["methods"][name]["scores"] = {str(k): round(v, 6) for k, v in p.scores.items()}
-                    if p.extra:  # model output, agent actions, rubric scores: what to read when a method errs
-                        row["methods"][name]["details"] = p.extra
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    if cfg.plot and (results["budget_curve"] or results.get("adaptive_curve")):
-        chosen = {n: (r["mean_trajectories"], r["em"]) for n, r in results["methods"].items()
-                  if n in results.get("adaptive_curve", {})}
-        plot_budget(results["budget_curve"], cfg.plot, title=Path(results["pool"]).name,
-                    adaptive=results.get("adaptive_curve", {}), chosen=chosen)
-
-
-def plot_budget(curve: dict[str, dict[str, float]], path: str | Path, title: str = "",
-                adaptive: dict[str, list[dict[str, Any]]] | None = None,
-                chosen: dict[str, tuple[float, float]] | None = None) -> None:
-    """One line per method (EM vs k, log2 x axis) and a dashed oracle pass@k line, as a PNG; each
-    adaptive row's threshold sweep (EM vs mean trajectories used) dotted on the same axes, its chosen
-    threshold starred."""
-    # A bare Figure renders with Agg without touching pyplot's global backend (a notebook keeps its own).
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.2))
-    ax = fig.subplots()
-    for name, points in curve.items():
-        ks = sorted(points, key=int)
-        oracle = name == "oracle_pass_at_k"
-        ax.plot([int(k) for k in ks], [points[k] for k in ks], marker="o", ms=3,
-                ls="--" if oracle else "-", color="black" if oracle else None, label="oracle pass@k" if oracle else name)
-    for name, sweep in (adaptive or {}).items():
-        pts = sorted((p["mean_trajectories"], p["em"]) for p in sweep if p["mean_trajectories"] > 0)
-        line = ax.plot([p[0] for p in pts], [p[1] for p in pts], ls=":", marker=".", ms=3, label=f"{name} (sweep)")
-        if chosen and name in chosen and chosen[name][0] > 0:
-            ax.plot(*chosen[name], marker="*", ms=10, color=line[0].get_color(), ls="none")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("trajectories per question (k; adaptive: mean used)")
-    ax.set_ylabel("EM (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-
-
-def format_table(results: dict[str, Any]) -> str:
-    """Markdown table: method, EM, F1, paired differences, questions/s, tokens in/out, notes."""
-    against = results.get("paired", {}).get("against", [])
-    pair_heads = "".join(f" vs {a} [95% CI] won/lost |" for a in against)
-    # Trajectories used per question, only next to adaptive rows (fixed-K tables stay as they were).
-    cost = bool(results.get("adaptive_curve"))
-    lines = [
-        f"pool {results['pool']}: {results['n_questions']} questions, k={results['k']}"
-        + (f" (asked for {results['k_requested']}; the pool has at most {results['k']} per question, so it "
-           f"uses {results['k']})" if "k_requested" in results else "")
-        + f", oracle pass@k {results['oracle_pass_at_k']:.1f}%",
-        "",
-        f"| method | EM | F1 |{pair_heads}{' trajectories | gen. tokens |' if cost else ''} questions/s | tokens in | tokens out | notes |",
-        "|---|---:|---:|" + "---:|" * len(against) + ("---:|---:|" if cost else "") + "---:|---:|---:|---|",
-    ]
-    for name, r in results["methods"].items():
-        if "skipped" in r:
-            lines.append(f"| {name} | - | - |" + " - |" * (len(against) + 2 * cost) + f" - | - | - | skipped: {r['skipped']} |")
-            continue
-        pairs = "".join(f" {Paired(**r[f'vs_{a}']).to_text() if f'vs_{a}' in r else '-'} |" for a in against)
-        notes = []
-        if r["parse_failures"]:
-            notes.append(f"{r['parse_failures']} parse failures")
-        if r["fallbacks"]:
-            notes.append(f"{r['fallbacks']} fallbacks")
-        if r.get("cut_tokens"):
-            notes.append(f"{r['cut_tokens']} tokens cut to fit")
-        if r.get("forced_answers"):
-            notes.append(f"{r['forced_answers']} forced answers")
-        if "shown_trajectories" in r.get("settings", {}):  # LLM aggregators: what the prompt budget cut
-            s = r["settings"]
-            notes.append(f"{s['clipped_trajectories']} of {s['shown_trajectories']} trajectories clipped")
-        if r.get("signal", {}).get("sampled_logprob"):
-            notes.append(f"sampled-token log-probs, no token_conf on {r['signal']['sampled_logprob']} questions")
-        if "compression_ratio" in r:
-            notes.append(f"compression {r['compression_ratio']:.3f}")
-        if r.get("selector_method", name) not in (name, name.removesuffix(ADAPTIVE_SUFFIX)):
-            notes.append(f"checkpoint is a {r['selector_method']} selector")
-        if "fixed_k_em" in r:
-            s = r.get("settings", {})
-            at = f"threshold {s['threshold']:g}" if "threshold" in s else ""
-            if "temperature" in s:
-                at += f", T={s['temperature']:g}"
-            notes.append(f"adaptive ({at}): stopped early on {r['stopped_early']}; EM {r['fixed_k_em']:.1f} at full K")
-        if cost and "calibration" in r:
-            notes.append(f"ECE {r['calibration']['ece']:.3f} (T={r['calibration']['temperature']:g})")
-        mine = ""
-        if cost:
-            tokens = r.get("mean_generated_tokens")
-            mine = f" {r['mean_trajectories']:.2f} | {'-' if tokens is None else f'{tokens:.0f}'} |"
-        qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
-        lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} |{pairs}{mine} {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
-    return "\n".join(lines)

@@ -12,7 +12,7 @@ iteration and counts as a parse failure.
 
 The finish answer is free-form. It becomes a pick of the candidate it names (`llm.match_candidate`),
 as the other aggregators; an answer that matches no candidate is kept as it is (``sample_id`` None,
-``extra["synthesized"]``), which `evaluate.score_pick` scores against the gold aliases. An agent that
+``extra["synthesized"]``), which `scoring.score_pick` scores against the gold aliases. An agent that
 never finishes falls back to the majority vote. `describe` reports the iteration cap.
 """
 

@@ -137,7 +137,7 @@ def eval_markers(pool: str | None = None) -> tuple[str, str]:
 
 def card_with_evaluation(card: str, table: str, command: str | None = None, pool: str | None = None,
                          note: str | None = None) -> str:
-    """`card` with its evaluation section of `pool` set to `table` (Markdown from `evaluate.format_table`)
+    """`card` with its evaluation section of `pool` set to `table` (Markdown from `report.format_table`)
     and an optional `note` above it: replaced in place when the card has that section already, else
     appended, so reruns never stack up and each pool (in-distribution, transfer) keeps its own section."""
     start, end = eval_markers(pool)
