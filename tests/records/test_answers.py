@@ -141,3 +141,16 @@ def test_restates_question_needs_every_answer_word_in_the_question():
     assert restates_question("Continuum Mechanics", q) and restates_question("the mechanical waves!", q)
     assert not restates_question("Acoustics", q) and not restates_question("continuum acoustics", q)
     assert not restates_question("", q) and not restates_question("the", q)  # nothing left after normalising
+
+
+def test_evidence_words_split_at_separating_dashes_but_not_hyphens():
+    from trace_selector.records.evidence import evidence_words, is_grounded, mentions
+    from trace_selector.records.trajectory import Document, Step, Trajectory
+
+    doc = Document(rank=1, title="Martin Luther", text="German priest (1483\u20131546), friend of Jean-Paul \u2014 a reformer.")
+    traj = Trajectory(question_id="q", question="?", sample_id=0, answer="1483",
+                      steps=[Step(action="search", content="luther", documents=[doc])])
+    words = evidence_words(traj)
+    assert mentions(words, "1483") and mentions(words, "1546") and is_grounded(traj)
+    assert mentions(words, "jeanpaul") and not mentions(words, "paul")  # the ASCII hyphen still joins
+    assert mentions(words, "reformer") and not mentions(words, "14831546")

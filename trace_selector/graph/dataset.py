@@ -25,11 +25,12 @@ from trace_selector.graph.encoder import Encoder
 from trace_selector.graph.plan import DropReport, GraphOptions
 from trace_selector.records import Pool
 
-GRAPH_FORMAT = 6
+GRAPH_FORMAT = 7
 """Bumped whenever the builders change what a graph contains (old cache files are then ignored); 3:
 TRACE long-horizon browsing graphs; 4: the answer-mentioned_by-answer bookkeeping relation (subsets);
 5: the echo vote column; 6: browsing graphs keep answered trajectories without observations and take
-page identity from the returned page's URL header."""
+page identity from the returned page's URL header; 7: en/em dashes separate words in the evidence the
+grounding features read (`records/evidence.py`)."""
 
 
 def pool_fingerprint(pool: Pool) -> str:

@@ -7,6 +7,14 @@ ones). The graph builders turn this into answer-node features, and `grounded_vot
 
     words = evidence_words(traj)
     mentions(words, normalize_answer(traj.answer))   # whole normalised words, e.g. "paris" not in "parisian"
+
+Dashes that separate words (en and em dash, minus sign) become spaces before the answer normalisation
+drops punctuation: otherwise a life span "(1483–1546)" reads as one word "14831546" and a year answer
+is never found in it. On the multi-hop train pool (bridge questions end in a year of a life span)
+this turned 223 of 1,406 answers from "not read" into "read", and what the feature says flipped:
+answers not read were right more often (20.2%) than read ones (10.3%) before, and 6.4% against 20.7%
+after. On the wikileads pools it changes 15 of 12,156 answers. The ASCII hyphen still joins
+("Jean-Paul" -> "jeanpaul", as in the normalised answer).
 """
 
 from __future__ import annotations
@@ -20,6 +28,10 @@ def passage_text(doc: Document) -> str:
     return f"{doc.title}\n{doc.text}" if doc.title else doc.text
 
 
+_SEPARATING_DASHES = str.maketrans({"\u2012": " ", "\u2013": " ", "\u2014": " ", "\u2015": " ", "\u2212": " "})
+"""Figure, en, em dash, horizontal bar and minus sign: between words they separate, never join."""
+
+
 def evidence_words(traj: Trajectory) -> str:
     """Everything `traj` read (retrieved passages with titles, opened pages, find results),
     normalised like answers and padded with one space on each side."""
@@ -29,7 +41,7 @@ def evidence_words(traj: Trajectory) -> str:
             parts.extend(passage_text(d) for d in step.documents)
         elif step.search_result:
             parts.append(step.search_result)
-    return f" {normalize_answer(' '.join(parts))} "
+    return f" {normalize_answer(' '.join(parts).translate(_SEPARATING_DASHES))} "
 
 
 def mentions(words: str, answer: str) -> bool:
