@@ -269,7 +269,8 @@ def toy_graph(seed: int = 0, k: int = 3, dim: int = 8, steps: int = 2, chunks: i
     counts = torch.randint(1, k + 1, (k,), generator=g).float()
     read = torch.randint(0, 2, (k,), generator=g).float()
     echo = (torch.arange(k) % 3 == 2).float()  # not drawn from `g`: the other tensors stay as they were
-    data["answer"].vote = torch.stack([counts.log1p(), counts / k, read, read * counts / k, echo], 1)
+    last = read * (torch.arange(k) % 2 == 0).float()  # read in the last hop: a subset of read, not drawn either
+    data["answer"].vote = torch.stack([counts.log1p(), counts / k, read, read * counts / k, echo, last], 1)
     y = torch.zeros(k)
     y[seed % k] = 1.0
     data["answer"].y = y

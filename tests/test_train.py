@@ -226,7 +226,7 @@ def test_subset_training_draws_fresh_subsets_every_read(tmp_path):
     assert set(sizes) == {2, 3, 4}
     for _ in range(20):
         g = loader.dataset[1]
-        assert is_mixed(g) and g["answer"].vote.shape == (g["answer"].num_nodes, 5)
+        assert is_mixed(g) and g["answer"].vote.shape == (g["answer"].num_nodes, 6)
     # Off (the default, and every run before the field): the graphs themselves.
     plain = PoolDataModule(tiny_config(tmp_path), graphs=(graphs, graphs[:1])).train_dataloader()
     assert plain.dataset is not None and not isinstance(plain.dataset, SubsetGraphs)

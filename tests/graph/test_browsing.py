@@ -48,9 +48,10 @@ def test_counts_by_hand():
     assert torch.count_nonzero(data["document"].x) == 0 and data["document"].x.shape[1] == 8
     assert data["answer"].y.tolist() == [1.0, 0.0, 1.0]
     # Alice (T0, T2: c=2 of R=3) is on page X, which T0 and T1 opened; nobody read "Bob"; T2 read nothing.
+    # Last step that returned text: T0's failed open, T1's page Z, T2's failed open: no answer in any.
     alice, bob = [math.log1p(2), 2 / 3], [math.log1p(1), 1 / 3]
     assert torch.allclose(data["answer"].vote, torch.tensor(
-        [alice + [1.0, 2 / 3, 0.0], bob + [0.0, 0.0, 0.0], alice + [0.0, 2 / 3, 0.0]]))
+        [alice + [1.0, 2 / 3, 0.0, 0.0], bob + [0.0, 0.0, 0.0, 0.0], alice + [0.0, 2 / 3, 0.0, 0.0]]))
 
 
 def test_orphan_subquery_and_temporal_edges():

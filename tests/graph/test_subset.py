@@ -74,9 +74,9 @@ def test_vote_columns_by_hand():
     full = build_graph(group(), HashEncoder(8))
     sub = subset_graph(full, [1, 2, 4])  # Lyon, Lyon, Marseille: Lyon read by 1 and 4, Marseille by 2 only
     expected = torch.tensor([
-        [torch.log1p(torch.tensor(2.0)), 2 / 3, 1.0, 2 / 3, 0.0],
-        [torch.log1p(torch.tensor(2.0)), 2 / 3, 0.0, 2 / 3, 0.0],
-        [torch.log1p(torch.tensor(1.0)), 1 / 3, 0.0, 1 / 3, 0.0],
+        [torch.log1p(torch.tensor(2.0)), 2 / 3, 1.0, 2 / 3, 0.0, 1.0],
+        [torch.log1p(torch.tensor(2.0)), 2 / 3, 0.0, 2 / 3, 0.0, 0.0],
+        [torch.log1p(torch.tensor(1.0)), 1 / 3, 0.0, 1 / 3, 0.0, 0.0],
     ])
     assert torch.allclose(sub["answer"].vote, expected)
     assert sub["answer"].traj.tolist() == [0, 1, 2] and sub["answer"].sample_id.tolist() == [1, 2, 4]

@@ -81,7 +81,7 @@ def test_vote_features_count_retained_only():
     data = build_graph(group(), HashEncoder(8))
     # "Paris" and "the Paris!" agree; the dropped trajectory 4 also says Paris but does not count.
     # Each answer also occurs in its own trajectory's passages: Paris in T0's and T1's, Lyon in T2's.
-    expected = [[math.log1p(2), 2 / 3, 1, 2 / 3, 0], [math.log1p(2), 2 / 3, 1, 2 / 3, 0], [math.log1p(1), 1 / 3, 1, 1 / 3, 0]]
+    expected = [[math.log1p(2), 2 / 3, 1, 2 / 3, 0, 1], [math.log1p(2), 2 / 3, 1, 2 / 3, 0, 1], [math.log1p(1), 1 / 3, 1, 1 / 3, 0, 1]]
     assert torch.allclose(data["answer"].vote, torch.tensor(expected))
 
 
@@ -136,7 +136,7 @@ def test_merge_answers():
     assert data["answer"].traj.tolist() == [0, 1]
     assert data["answer"].sample_id.tolist() == [0, 2]
     assert data.answers == ["Paris", "Lyon"]
-    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(2), 2 / 3, 1, 2 / 3, 0], [math.log1p(1), 1 / 3, 1, 1 / 3, 0]]))
+    assert torch.allclose(data["answer"].vote, torch.tensor([[math.log1p(2), 2 / 3, 1, 2 / 3, 0, 1], [math.log1p(1), 1 / 3, 1, 1 / 3, 0, 1]]))
     # nodes carry their candidate index: T1's nodes now read out into candidate 0
     assert data["subquery"].traj.tolist() == [0, 0, 0, 1]
     assert data["chunk"].traj.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
@@ -241,3 +241,17 @@ def test_echo_marks_answers_that_only_repeat_the_question():
              traj(2, "French capital", [Step("search", "capital", documents=docs(A))])]         # "french" is not
     data = build_graph(QuestionGroup("q1", trajs[0].question, ["Paris"], trajs), HashEncoder(8))
     assert data["answer"].vote[:, 4].tolist() == [0.0, 1.0, 0.0]
+
+
+def test_last_hop_feature_reads_only_the_last_retrieval():
+    trajs = [
+        traj(0, "Seine", [Step("search", "river", documents=docs(C)), Step("search", "museum", documents=docs(D))]),
+        traj(1, "Seine", [Step("search", "museum", documents=docs(D)), Step("search", "river", documents=docs(C))]),
+        traj(2, "Louvre", [Step("search", "museum", documents=docs(D)), Step("search", "nothing", documents=[])]),
+    ]
+    data = build_graph(QuestionGroup("q1", trajs[0].question, ["Paris"], trajs), HashEncoder(8))
+    vote = data["answer"].vote
+    assert vote.shape[1] == 6
+    assert vote[:, 2].tolist() == [1.0, 1.0, 1.0]  # every answer was read somewhere
+    # T0 read it only in its first hop; T2's last search returned nothing, so its last hop is the one before
+    assert vote[:, 5].tolist() == [0.0, 1.0, 1.0]

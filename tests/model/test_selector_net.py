@@ -83,6 +83,47 @@ def test_fixed_query_readout_differs_and_ignores_candidate_state_in_attention():
     assert not torch.allclose(answer(g), fixed(g))
 
 
+def test_mean_readout_is_uniform_attention_and_needs_no_query():
+    g = toy_graph(0, k=3)
+    mean = net(readout="mean")
+    assert mean.readout.mean_pool and mean.readout.query is None
+    assert not torch.allclose(net()(g), mean(g))
+    # Uniform weights: the memory nodes' order and the candidates' states do not change what is read.
+    torch.manual_seed(0)
+    q = AnswerQFormer(8, heads=2, mean_pool=True).eval()
+    cand, memory = torch.randn(2, 8), torch.randn(5, 8)
+    cand_group, mem_group = torch.tensor([0, 1]), torch.tensor([0, 0, 0, 1, 1])
+    with torch.no_grad():
+        q.q.weight.normal_()  # would change attention weights, not a mean
+        out = q(cand, cand_group, memory, mem_group)
+        perm = torch.tensor([2, 0, 1, 4, 3])
+        torch.testing.assert_close(out, q(cand, cand_group, memory[perm], mem_group[perm]))
+        mean_v = torch.stack([q.v(memory[:3]).mean(0), q.v(memory[3:]).mean(0)])
+        z = q.norm1(cand + q.o(mean_v))
+        torch.testing.assert_close(out, q.norm2(z + q.ffn(z)))
+    with pytest.raises(ValueError, match="exclude each other"):
+        AnswerQFormer(8, heads=2, mean_pool=True, fixed_query=True)
+    with pytest.raises(ValueError, match="'mean'"):
+        ModelConfig(readout="max")
+
+
+def test_last_hop_column_is_read_only_when_enabled():
+    assert not ModelConfig.from_json({"kind": "webqa"}).last_hop
+    assert ModelConfig(last_hop=True).method == "trace+lasthop"
+    assert ModelConfig(grounding=True, vote_prior=True, last_hop=True).method == "trace_grounded"
+    g = toy_graph(0, k=3)
+    g2 = g.clone()
+    g2["answer"].vote[:, 5] = 1.0 - g2["answer"].vote[:, 5]
+    for last_hop, same in [(False, True), (True, False)]:
+        torch.manual_seed(0)
+        model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, last_hop=last_hop))
+        with torch.no_grad():
+            model.vote.weight.normal_()
+        model.eval()
+        assert model.vote.in_features == (3 if last_hop else 2)
+        assert torch.allclose(model(g), model(g2)) is same
+
+
 def test_vote_projection_starts_at_zero():
     model = net()
     g = toy_graph(0, k=3)
@@ -249,7 +290,7 @@ def test_qformer_matches_dense_masked_attention():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"kind": "nope"}, {"layers": -1}, {"hidden": 10, "heads": 4}, {"readout": "mean"}, {"dropout": 1.0}, {"init_scale": 200.0}],
+    [{"kind": "nope"}, {"layers": -1}, {"hidden": 10, "heads": 4}, {"readout": "max"}, {"dropout": 1.0}, {"init_scale": 200.0}],
 )
 def test_config_validation(bad):
     with pytest.raises(ValueError):

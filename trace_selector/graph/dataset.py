@@ -30,7 +30,7 @@ GRAPH_FORMAT = 7
 TRACE long-horizon browsing graphs; 4: the answer-mentioned_by-answer bookkeeping relation (subsets);
 5: the echo vote column; 6: browsing graphs keep answered trajectories without observations and take
 page identity from the returned page's URL header; 7: en/em dashes separate words in the evidence the
-grounding features read (`records/evidence.py`)."""
+grounding features read (`records/evidence.py`), and the sixth vote column (the answer in the last hop)."""
 
 
 def pool_fingerprint(pool: Pool) -> str:

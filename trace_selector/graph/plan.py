@@ -25,7 +25,7 @@ from trace_selector.errors import InputError
 from trace_selector.graph.schema import VOTE_FEATURES, GraphSchema
 from trace_selector.records import Document, QuestionGroup, Trajectory
 from trace_selector.records.answers import is_correct, normalize_answer, restates_question
-from trace_selector.records.evidence import evidence_words, mentions, passage_text
+from trace_selector.records.evidence import evidence_words, last_read_words, mentions, passage_text
 from trace_selector.types import EdgeType, NodeType
 
 GraphKind = Literal["auto", "webqa", "browsing"]
@@ -140,7 +140,7 @@ class GraphPlan:
         self.texts: dict[NodeType, list[str | None]] = {t: [] for t in schema.node_types}
         self.traj: dict[NodeType, list[int]] = {t: [] for t in schema.node_types}
         self.edges: dict[EdgeType, tuple[list[int], list[int]]] = {e: ([], []) for e in schema.edge_types}
-        self.vote: list[tuple[float, float, float, float, float]] = []
+        self.vote: list[tuple[float, float, float, float, float, float]] = []
         self.y: list[float] = []
         self.sample_id: list[int] = []
         self.answers: list[str] = []
@@ -204,13 +204,14 @@ def label(traj: Trajectory, golden_answers: list[str]) -> float:
 def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory], merge: bool) -> None:
     """Answer nodes for the kept trajectories, with vote features and labels.
 
-    Vote features per candidate: log1p(c), c/R, own, g/R, echo. c counts kept trajectories with the
-    same normalised answer and R = len(kept); own is 1 if the answer occurs as whole words in the
+    Vote features per candidate: log1p(c), c/R, own, g/R, echo, last. c counts kept trajectories with
+    the same normalised answer and R = len(kept); own is 1 if the answer occurs as whole words in the
     evidence its trajectory read, g counts kept trajectories whose evidence contains it, echo is 1 if
-    the answer only repeats words of the question (`answers.restates_question`). With
-    `merge`, one node per distinct normalised answer (first-seen order; the first trajectory's
-    sample id, raw answer and label; own if any of its trajectories read it), and every node's
-    `traj` is relabelled to its candidate index.
+    the answer only repeats words of the question (`answers.restates_question`), last is 1 if it
+    occurs in its trajectory's last retrieval (`evidence.last_read_words`). With `merge`, one node
+    per distinct normalised answer (first-seen order; the first trajectory's sample id, raw answer
+    and label; own and last if any of its trajectories read it), and every node's `traj` is
+    relabelled to its candidate index.
     """
     norm = [normalize_answer(t.answer) for t in kept]
     counts = Counter(norm)
@@ -220,6 +221,8 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
     readers = {a: [j for j, e in enumerate(evidence) if mentions(e, a)] for a in counts}
     read = [k in readers[a] for k, a in enumerate(norm)]
     grounded_any = {a for a, r in zip(norm, read) if r}
+    last = [mentions(last_read_words(t), a) for t, a in zip(kept, norm)]
+    last_any = {a for a, r in zip(norm, last) if r}
     read_by = {a: len(r) for a, r in readers.items()}  # like counts: once per answer
     echo = {a: float(restates_question(a, group.question)) for a in counts}
     slot: dict[str, int] = {}
@@ -233,7 +236,8 @@ def add_candidates(plan: GraphPlan, group: QuestionGroup, kept: list[Trajectory]
         mapping.append(idx)
         c = counts[a]
         own = float(a in grounded_any) if merge else float(read[k])
-        plan.vote.append((math.log1p(c), c / total, own, read_by[a] / total, echo[a]))
+        in_last = float(a in last_any) if merge else float(last[k])
+        plan.vote.append((math.log1p(c), c / total, own, read_by[a] / total, echo[a], in_last))
         plan.y.append(label(traj, group.golden_answers))
         plan.sample_id.append(traj.sample_id)
         plan.answers.append(traj.answer)

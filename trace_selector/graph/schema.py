@@ -13,11 +13,13 @@ Per-graph tensors (``HeteroData``), for both kinds:
                                 nodes); answer node k has traj k. Under the merge_answers ablation
                                 traj is the candidate index instead, and under merge_evidence a
                                 node shared by several trajectories has -1
-  data["answer"].vote [A, 5]    log1p(c), c/R, own, g/R, echo: c = trajectories with the same normalised
-                                answer, R = retained trajectories of the question, own = 1 if the
-                                answer occurs (whole words, normalised) in what its trajectory read,
-                                g = trajectories whose evidence contains it, echo = 1 if the answer
-                                only repeats words of the question (graph/plan.py)
+  data["answer"].vote [A, 6]    log1p(c), c/R, own, g/R, echo, last: c = trajectories with the same
+                                normalised answer, R = retained trajectories of the question, own = 1
+                                if the answer occurs (whole words, normalised) in what its trajectory
+                                read, g = trajectories whose evidence contains it, echo = 1 if the
+                                answer only repeats words of the question, last = 1 if it occurs in
+                                what its trajectory's last retrieval returned (the last hop)
+                                (graph/plan.py)
   data["answer"].y    [A]       float 0/1 correctness (NaN if unknown)
   data["answer"].sample_id [A]  long, the trajectory's sample_id in the pool
   data.question_id    str       and data.answers: list[str] (raw answer per candidate, in order)
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from trace_selector.types import EdgeType, NodeType
 
-VOTE_FEATURES = 5
+VOTE_FEATURES = 6
 """Columns of ``data["answer"].vote``; the first two are the plain vote (checkpoints without
 grounding read only those; `ModelConfig` says which columns a selector reads)."""
 

@@ -107,7 +107,7 @@ def subset_graph(data: Any, keep: Sequence[int] | Tensor) -> Any:
     # links every candidate to every reader of its text, so equal answers get equal g).
     readers = torch.bincount(out[MENTIONS].edge_index[1], minlength=k).tolist()
     old = out["answer"].vote
-    # own and echo belong to the candidate alone: kept as they are.
+    # own, echo and last belong to the candidate alone: kept as they are.
     vote = [[math.log1p(counts[a]), counts[a] / k, float(old[i, 2]), readers[i] / k, *old[i, 4:].tolist()]
             for i, a in enumerate(norm)]
     out["answer"].vote = torch.tensor(vote, dtype=old.dtype).view(k, old.size(1))

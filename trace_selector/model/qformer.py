@@ -65,8 +65,10 @@ class AnswerQFormer(nn.Module):
         \mathrm{out}_i = \mathrm{LN}(z_i + \mathrm{FFN}(z_i))
 
     with :math:`q_i = a_i` (answer-conditioned) or a learned vector shared by all candidates
-    (``fixed_query=True``, the fixed-query ablation). A candidate whose trajectory has no memory
-    nodes gets a zero attention output, so its result depends on its own state only.
+    (``fixed_query=True``, the fixed-query ablation). ``mean_pool=True`` (the no-QFormer ablation)
+    replaces the attention weights by uniform ones: the candidate reads the mean of its trajectory's
+    value vectors, through the same residual and feed-forward block. A candidate whose trajectory
+    has no memory nodes gets a zero attention output, so its result depends on its own state only.
 
     Args:
         channels: hidden size H.
@@ -74,6 +76,7 @@ class AnswerQFormer(nn.Module):
         dropout: dropout on attention weights and on both residual branches.
         ffn_mult: FFN inner size as a multiple of H.
         fixed_query: use a learned query vector instead of each candidate's state.
+        mean_pool: average the trajectory's values instead of attending (no query at all).
         **kwargs: unused, accepted for PyG-style construction.
 
     Shapes:
@@ -87,11 +90,15 @@ class AnswerQFormer(nn.Module):
         dropout: float = 0.0,
         ffn_mult: int = 2,
         fixed_query: bool = False,
+        mean_pool: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__()
         if channels % heads:
             raise ValueError(f"channels ({channels}) must be divisible by heads ({heads})")
+        if fixed_query and mean_pool:
+            raise ValueError("fixed_query and mean_pool exclude each other (mean pooling has no query)")
+        self.mean_pool = mean_pool
         self.channels = channels
         self.heads = heads
         self.fixed_query = fixed_query
@@ -123,7 +130,11 @@ class AnswerQFormer(nn.Module):
         q = self.q(source).view(num, self.heads, dh)[ci]
         k = self.k(memory).view(-1, self.heads, dh)[mi]
         v = self.v(memory).view(-1, self.heads, dh)[mi]
-        alpha = group_softmax((q * k).sum(-1) / math.sqrt(dh), ci, num)
+        if self.mean_pool:
+            counts = cand.new_zeros(num).index_add_(0, ci, cand.new_ones(ci.numel()))
+            alpha = (1.0 / counts[ci]).unsqueeze(-1).expand(-1, self.heads)
+        else:
+            alpha = group_softmax((q * k).sum(-1) / math.sqrt(dh), ci, num)
         alpha = self.dropout(alpha)
         attended = cand.new_zeros(num, self.heads, dh).index_add_(0, ci, alpha.unsqueeze(-1) * v)
         has_memory = cand.new_zeros(num).index_add_(0, ci, cand.new_ones(ci.numel())) > 0
@@ -133,7 +144,8 @@ class AnswerQFormer(nn.Module):
         return self.norm2(z + self.dropout(self.ffn(z)))
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self.channels}, heads={self.heads}, fixed_query={self.fixed_query})"
+        return (f"{self.__class__.__name__}({self.channels}, heads={self.heads}, fixed_query={self.fixed_query}, "
+                f"mean_pool={self.mean_pool})")
 
 
 __all__ = ["AnswerQFormer", "group_softmax", "match_pairs", "scatter_mean"]

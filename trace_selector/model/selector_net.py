@@ -55,7 +55,8 @@ class ModelConfig:
     cross_trajectory: bool = True
     """Use the cross-trajectory relations (schema.cross_types); False is the no-cross ablation."""
     readout: str = "answer"
-    """QFormer query: "answer" (each candidate's own state) or "fixed" (a learned vector; ablation)."""
+    """QFormer query: "answer" (each candidate's own state), "fixed" (a learned vector; ablation) or
+    "mean" (no query: the mean of the trajectory's states, the no-QFormer ablation)."""
     init_scale: float = 10.0
     """Initial score scale exp(eta) applied to the cosine similarity."""
     max_scale: float = 100.0
@@ -92,6 +93,11 @@ class ModelConfig:
     """Answer nodes also see whether their answer only repeats words of the question (fifth vote column,
     `answers.restates_question`); what it gained is in docs/results.md §How the recipes were chosen.
     Ours; False is the paper's configuration and what checkpoints saved before this field get."""
+    last_hop: bool = False
+    """Answer nodes also see whether their answer occurs in what their trajectory's last retrieval
+    returned (sixth vote column): on multi-hop questions an answer read only in an earlier hop is
+    rarely right (`records.evidence.last_read_words`). Ours; False is the paper's configuration and
+    what checkpoints saved before this field get."""
     graph_version: int = BROWSING_VERSION
     """Browsing graph layout the selector was trained on (graph/schema.py `BROWSING_VERSION`);
     checkpoints saved before this field read 1, and a browsing selector of another layout is refused
@@ -108,8 +114,8 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.heads <= 0 or self.hidden % self.heads:
             raise ValueError(f"heads ({self.heads}) must be positive and divide hidden ({self.hidden})")
-        if self.readout not in ("answer", "fixed"):
-            raise ValueError(f"readout must be 'answer' or 'fixed', got {self.readout!r}")
+        if self.readout not in ("answer", "fixed", "mean"):
+            raise ValueError(f"readout must be 'answer', 'fixed' or 'mean', got {self.readout!r}")
         from trace_selector.graph.encoder import ENCODER_RUNTIMES
 
         if self.encoder_runtime not in ENCODER_RUNTIMES:
@@ -127,13 +133,13 @@ class ModelConfig:
     def method(self) -> str:
         """The method's name in tables and cards (docs/design.md §Model): "trace" is the paper's configuration
         (no grounding features, no vote prior), "trace_grounded" has both of our additions, and one
-        addition alone is "trace+grounding" or "trace+prior"; the echo input adds "+echo" and dropping
-        the count input "+shares" (except to trace_grounded, which is ours either way). Architecture
+        addition alone is "trace+grounding" or "trace+prior"; the echo input adds "+echo", the last-hop
+        input "+lasthop" and dropping the count input "+shares" (except to trace_grounded, which is ours either way). Architecture
         ablations keep these names; the card lists the switches."""
         name = {(False, False): "trace", (True, True): "trace_grounded",
                 (True, False): "trace+grounding", (False, True): "trace+prior"}[(self.grounding, self.vote_prior)]
         if name != "trace_grounded":
-            name += "+echo" * self.echo + "+shares" * (not self.count_input)
+            name += "+echo" * self.echo + "+shares" * (not self.count_input) + "+lasthop" * self.last_hop
         return name
 
     @classmethod
@@ -200,8 +206,8 @@ class SelectorNet(
         self.encoder = TypeEncoder(config.embed_dim, h, self.schema.node_types, learned)
         # Orphan subqueries (browsing) have no text: x = 0, so the encoder gives its bias; this state is added.
         self.orphan = nn.ParameterDict({t: nn.Parameter(torch.empty(h)) for t in self.schema.orphan_types})
-        # Columns of data["answer"].vote this selector reads (graph/schema.py: log1p(c), c/R, own, g/R, echo).
-        columns = [0] * config.count_input + [1] + [2, 3] * config.grounding + [4] * config.echo
+        # Columns of data["answer"].vote this selector reads (graph/schema.py: log1p(c), c/R, own, g/R, echo, last).
+        columns = [0] * config.count_input + [1] + [2, 3] * config.grounding + [4] * config.echo + [5] * config.last_hop
         self.register_buffer("vote_columns", torch.tensor(columns, dtype=torch.long), persistent=False)
         self.vote = nn.Linear(len(columns), h)
         self.prior = nn.Linear(self.vote.in_features, 1) if config.vote_prior else None
@@ -209,7 +215,8 @@ class SelectorNet(
             RelationalMeanConv(h, self.schema.edge_types, self.schema.process_types, config.dropout)
             for _ in range(config.layers)
         )
-        self.readout = AnswerQFormer(h, config.heads, config.dropout, fixed_query=config.readout == "fixed")
+        self.readout = AnswerQFormer(h, config.heads, config.dropout, fixed_query=config.readout == "fixed",
+                                     mean_pool=config.readout == "mean")
         self.q_proj = nn.Linear(h, h)
         self.a_proj = nn.Linear(h, h)
         self.eta = nn.Parameter(torch.empty(()))

@@ -20,7 +20,7 @@ after. On the wikileads pools it changes 15 of 12,156 answers. The ASCII hyphen 
 from __future__ import annotations
 
 from trace_selector.records.answers import normalize_answer
-from trace_selector.records.trajectory import Document, Trajectory
+from trace_selector.records.trajectory import Document, Step, Trajectory
 
 
 def passage_text(doc: Document) -> str:
@@ -32,16 +32,32 @@ _SEPARATING_DASHES = str.maketrans({"\u2012": " ", "\u2013": " ", "\u2014": " ",
 """Figure, en, em dash, horizontal bar and minus sign: between words they separate, never join."""
 
 
+def _step_text(step: Step) -> list[str]:
+    """What one step returned: its passages, or the tool's text when it recorded none."""
+    if step.documents:
+        return [passage_text(d) for d in step.documents]
+    return [step.search_result] if step.search_result else []
+
+
+def _words(parts: list[str]) -> str:
+    return f" {normalize_answer(' '.join(parts).translate(_SEPARATING_DASHES))} "
+
+
 def evidence_words(traj: Trajectory) -> str:
     """Everything `traj` read (retrieved passages with titles, opened pages, find results),
     normalised like answers and padded with one space on each side."""
-    parts: list[str] = []
-    for step in traj.steps:
-        if step.documents:
-            parts.extend(passage_text(d) for d in step.documents)
-        elif step.search_result:
-            parts.append(step.search_result)
-    return f" {normalize_answer(' '.join(parts).translate(_SEPARATING_DASHES))} "
+    return _words([part for step in traj.steps for part in _step_text(step)])
+
+
+def last_read_words(traj: Trajectory) -> str:
+    """What the last step that returned something read, like `evidence_words`: the last hop's
+    passages. A multi-step policy's answer comes from its last hop when it follows the chain; on the
+    multi-hop train pool, answers in the last hop's passages were right 21.3% of the time, answers
+    read only in an earlier hop 8.0%, unread ones 6.9%."""
+    for step in reversed(traj.steps):
+        if parts := _step_text(step):
+            return _words(parts)
+    return "  "
 
 
 def mentions(words: str, answer: str) -> bool:

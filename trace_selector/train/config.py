@@ -18,6 +18,7 @@ ABLATIONS: dict[str, list[str]] = {
     "no_gnn": ["model.layers=0"],
     "no_cross": ["model.cross_trajectory=false"],
     "fixed_query": ["model.readout=fixed"],
+    "no_qformer": ["model.readout=mean"],
     # Merged nodes span several trajectories, so these two train on full pools (no subsets).
     "merge_evidence": ["model.merge_evidence=true", "data.subsets=false"],
     "merge_answers": ["model.merge_answers=true", "data.subsets=false"],
@@ -26,6 +27,8 @@ ABLATIONS: dict[str, list[str]] = {
     "no_count": ["model.count_input=false"],
     "echo": ["model.echo=true"],
     "no_echo": ["model.echo=false"],
+    "last_hop": ["model.last_hop=true"],
+    "no_last_hop": ["model.last_hop=false"],
 }
 """The model variants of the ablation tables, as training-config overrides."""
 
