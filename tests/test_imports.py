@@ -120,7 +120,7 @@ LAYERS: list[set[str]] = [
     {"adaptive"},
     {"budget", "report"},
     {"evaluate"},
-    {"adaptive_rollout"},
+    {"adaptive_rollout", "checkpoint_calibration"},
     {"quickstart"},
     {"cli"},
     {"__main__"},

@@ -84,12 +84,13 @@ def test_push_to_hub_uploads_the_saved_folder(checkpoint, monkeypatch):
             calls["loaded"] = Selector.from_pretrained(folder).select(POOL)  # what was uploaded loads
 
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    (checkpoint / "calibration.json").write_text('{"temperature": 1.5}\n')  # travels with the weights
     selector = Selector.from_pretrained(checkpoint)
     url = selector.push_to_hub("me/toy-selector", private=True, token="hf_x", endpoint="http://hub.local")
     assert url == "https://hub.example/me/toy-selector"
     assert calls["init"] == ("http://hub.local", "hf_x") and calls["create"] == ("me/toy-selector", True, True)
     expected = {p.name: p.read_bytes() for p in checkpoint.iterdir()}
-    assert calls["files"] == expected  # the same bytes save_pretrained writes
+    assert calls["files"] == expected and "calibration.json" in expected  # the same bytes save_pretrained writes
     assert [s.scores for s in calls["loaded"]] == [s.scores for s in selector.select(POOL)]
 
 

@@ -14,8 +14,8 @@ written this way, `evaluate --methods trace_adaptive` with the same settings sto
 the wave where it stopped here (tests/test_adaptive_rollout.py holds the two equal).
 
 The temperature the confidence is read at: ``adaptive.temperature``, else the checkpoint folder's
-``calibration.json`` (``{"temperature": T}``, e.g. the ``calibration.temperature`` that
-``evaluate ... adaptive.calibration_pool=<dev pool>`` reports), else 1 (uncalibrated, which the run
+``calibration.json`` (``trace-selector calibrate --checkpoint C --pool <dev pool>`` writes it;
+checkpoint_calibration.py), else 1 (uncalibrated, which the run
 says). Choose the threshold on a dev pool (experiments/adaptive_selection.py).
 
 Layering: the rollout package schedules waves and knows only a plain stop hook (rollout/waves.py); this
@@ -25,7 +25,6 @@ The selector loads at the hook's first call, after the engine has started.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,24 +35,8 @@ from trace_selector.records import QuestionGroup
 from trace_selector.rollout.runner import RolloutConfig, RolloutReport, run_rollout
 from trace_selector.rollout.waves import AdaptiveRolloutConfig, WaveDecision
 
-CALIBRATION_FILE = "calibration.json"
-"""Optional file of a checkpoint folder holding the temperature its confidences are read at."""
 ROW = "trace"
 """Name of the selector row whose adaptive sibling (``trace_adaptive``) decides."""
-
-
-def checkpoint_temperature(checkpoint: str | Path) -> float | None:
-    """The temperature in ``<checkpoint>/calibration.json`` (None: no such file, e.g. a Hub id)."""
-    path = Path(checkpoint) / CALIBRATION_FILE
-    if not path.is_file():
-        return None
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))["temperature"]
-    except (ValueError, KeyError, TypeError) as err:
-        raise InputError(f"{path}: expected a JSON object with a number \"temperature\" ({err})") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InputError(f"{path}: temperature must be a number > 0, got {value!r}")
-    return float(value)
 
 
 def resolve_temperature(cfg: AdaptiveRolloutConfig) -> tuple[float, str]:
@@ -61,7 +44,9 @@ def resolve_temperature(cfg: AdaptiveRolloutConfig) -> tuple[float, str]:
     if cfg.temperature is not None:
         return float(cfg.temperature), "given"
     if cfg.checkpoint is not None:
-        found = checkpoint_temperature(cfg.checkpoint)
+        from trace_selector.model.hub import CALIBRATION_FILE, read_temperature
+
+        found = read_temperature(cfg.checkpoint)
         if found is not None:
             return found, str(Path(cfg.checkpoint) / CALIBRATION_FILE)
     return 1.0, "none (T = 1, uncalibrated: set adaptive.temperature)"

@@ -128,6 +128,47 @@ def _search(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _calibrate(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--checkpoint", required=True, help="local selector checkpoint folder to calibrate (the file goes there)")
+    p.add_argument("--pool", type=Path, required=True,
+                   help="labelled pool the selector did not train on, e.g. its dev pool")
+    p.add_argument("--k", type=int, default=None, help="use the first K trajectories per question (default: all)")
+    p.add_argument("--wave", type=int, default=2, help="trajectories per wave, as the adaptive rows read them (default 2)")
+    p.add_argument("--questions", type=int, default=None, help="the pool's first N questions only")
+    p.add_argument("--plot", default=None, metavar="PNG", help="reliability diagram at T = 1 and at the fitted T")
+    p.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
+    p.epilog = ("Fits the temperature of the selector's confidence (the softmax mass of its chosen answer) on the\n"
+                "pick after every wave of every question, and writes <checkpoint>/calibration.json, which\n"
+                "`rollout adaptive.checkpoint=...` and evaluate's *_adaptive rows read when no temperature is given.")
+
+    def run(a: argparse.Namespace) -> int:
+        from trace_selector.calibration import TEMPERATURE_RANGE, plot_reliability
+        from trace_selector.checkpoint_calibration import checkpoint_folder, fit_checkpoint, trained_on, write_calibration
+        from trace_selector.records import read_pool
+
+        if a.wave < 1:
+            raise InputError(f"--wave must be >= 1, got {a.wave}")
+        if not a.dry_run:
+            checkpoint_folder(a.checkpoint)  # before the fit: a Hub id or a wrong folder fails at once
+        if trained_on(a.checkpoint, a.pool):
+            print(f"warning: {a.pool} is the pool {a.checkpoint} was trained on: the temperature will be "
+                  f"too low (the selector is surer of picks it has seen)", file=sys.stderr)
+        record, cal = fit_checkpoint(a.checkpoint, read_pool(a.pool), a.k, a.wave, a.questions)
+        print(f"temperature {record.temperature:.4f} from {record.picks} wave picks of {record.questions} questions "
+              f"(K={record.k}, wave {record.wave}; {record.unanimous} unanimous); expected calibration error "
+              f"{record.ece_uncalibrated:.4f} at T = 1, {record.ece:.4f} at the fitted T")
+        if record.at_bound:
+            print(f"warning: the temperature is at the end of its range {TEMPERATURE_RANGE}: on this pool the "
+                  f"selector's scores say next to nothing about which picks are right", file=sys.stderr)
+        if a.plot:
+            plot_reliability({Path(a.checkpoint).name: cal}, a.plot, title=a.pool.name)
+        if not a.dry_run:
+            print(f"-> {write_calibration(a.checkpoint, record)}")
+        return 0
+
+    return run
+
+
 def _evaluate(p: argparse.ArgumentParser) -> Handler:
     from trace_selector.baselines.registry import ALL_METHODS  # names only: no torch, no model
 
@@ -378,6 +419,7 @@ def _publish(p: argparse.ArgumentParser) -> Handler:
 
 # name -> (one-line help, argument builder returning the handler)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Handler]]] = {
+    "calibrate": ("fit a selector checkpoint's confidence temperature on a dev pool (for adaptive stopping)", _calibrate),
     "data": ("prepare or summarise a bundled search setting", _data),
     "evaluate": ("compare selection methods on a pool: EM/F1, throughput, budget curve", _evaluate),
     "index": ("build a BM25 index over a FlashRAG JSONL corpus", _index),

@@ -325,7 +325,8 @@ def build_methods(cfg: EvalConfig, pool: Pool) -> tuple[dict[str, Method], dict[
 
 def set_temperatures(cfg: EvalConfig, methods: dict[str, Method]) -> dict[str, str]:
     """Each selector adaptive row's temperature: `AdaptiveConfig.temperature`, else fitted on
-    `AdaptiveConfig.calibration_pool` (every wave of its questions), else 1. Returns where each came from."""
+    `AdaptiveConfig.calibration_pool` (every wave of its questions), else the checkpoint's
+    ``calibration.json`` (`trace-selector calibrate`), else 1. Returns where each came from."""
     from trace_selector.calibration import fit_temperature
     from trace_selector.records import read_pool
 
@@ -342,9 +343,21 @@ def set_temperatures(cfg: EvalConfig, methods: dict[str, Method]) -> dict[str, s
             history = method.waves(calibration_groups)
             method.rule.temperature = fit_temperature(wave_items(history, calibration_groups, em_of))
             sources[name] = f"fitted on {cfg.adaptive.calibration_pool}"
+        elif (saved := _saved_temperature(method)) is not None:
+            method.rule.temperature = saved
+            sources[name] = f"{method.base.checkpoint}/calibration.json"  # type: ignore[attr-defined]
         else:
-            sources[name] = "none (T = 1: set adaptive.temperature or adaptive.calibration_pool)"
+            sources[name] = ("none (T = 1: set adaptive.temperature or adaptive.calibration_pool, "
+                             "or run trace-selector calibrate)")
     return sources
+
+
+def _saved_temperature(method: AdaptiveMethod) -> float | None:
+    """The temperature saved with a selector checkpoint (`trace-selector calibrate`), if any."""
+    from trace_selector.model.hub import read_temperature
+
+    checkpoint = getattr(method.base, "checkpoint", None)
+    return read_temperature(checkpoint) if isinstance(checkpoint, str) and method.check([]) is None else None
 
 
 def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:

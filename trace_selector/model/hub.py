@@ -2,7 +2,7 @@
 `SelectorNet` inherits, so the network owns its checkpoint), publish, model card.
 
 A checkpoint folder holds ``model.safetensors`` (weights), ``config.json`` (the `ModelConfig`, written
-by `PyTorchModelHubMixin`) and ``README.md`` (a model card naming the search setting, the text
+by `PyTorchModelHubMixin`), optionally ``calibration.json`` (checkpoint_calibration.py) and ``README.md`` (a model card naming the search setting, the text
 encoder and the validation metrics, rendered from ``card_template.md`` by `huggingface_hub.ModelCard`
 with YAML metadata the Hub reads). The same folder loads locally or after a push:
 
@@ -31,6 +31,12 @@ CONFIG = "config.json"
 CARD = "README.md"
 TRAINING_CONFIG = "training_config.yaml"
 """The resolved training config, beside the weights of a trained checkpoint (optional)."""
+CALIBRATION_FILE = "calibration.json"
+"""The temperature the selector's confidences are read at (optional; `trace-selector calibrate`
+writes it, checkpoint_calibration.py): ``{"temperature": T, ...}``."""
+FILES = [CONFIG, WEIGHTS, CARD, TRAINING_CONFIG, CALIBRATION_FILE]
+"""What a checkpoint folder may hold, downloaded and published together (the calibration file is
+optional: `trace-selector calibrate` writes it)."""
 
 CARD_TEMPLATE = Path(__file__).with_name("card_template.md")
 """Jinja template of the model card (package data), rendered by `huggingface_hub.ModelCard.from_template`."""
@@ -86,8 +92,8 @@ def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
                   source: str | Path | None = None) -> Path:
     """Write `net` as a Hub-format folder (weights, config, model card) and return its path.
 
-    With `source` (a checkpoint folder `net` was loaded from), its model card and training config
-    are copied instead of rendering a new card, so a re-save keeps the metrics it was published with.
+    With `source` (a checkpoint folder `net` was loaded from), its model card, training config and
+    calibration file are copied instead of rendering a new card, so a re-save keeps the metrics it was published with.
     """
     import shutil
 
@@ -100,8 +106,9 @@ def save_selector(net: Any, out_dir: str | Path, setting: str | None = None,
     src = Path(source) if source is not None else None
     if src is not None and (src / CARD).is_file() and src.resolve() != out.resolve():
         shutil.copyfile(src / CARD, out / CARD)
-        if (src / TRAINING_CONFIG).is_file():
-            shutil.copyfile(src / TRAINING_CONFIG, out / TRAINING_CONFIG)
+        for name in (TRAINING_CONFIG, CALIBRATION_FILE):  # both describe these same weights
+            if (src / name).is_file():
+                shutil.copyfile(src / name, out / name)
         return out
     with atomic_write(out / CARD) as fh:
         fh.write(render_card(net.config, setting, metrics, extra, name=str(out)))
@@ -206,10 +213,28 @@ def resolve(path_or_repo: str | Path, revision: str | None = None, cache_dir: st
     try:
         return Path(snapshot_download(
             repo_id=str(path_or_repo), revision=revision, cache_dir=cache_dir, token=token,
-            local_files_only=local_files_only, allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG],
+            local_files_only=local_files_only, allow_patterns=FILES,
         ))
     except Exception as err:  # offline, unknown repo, auth: all one line for the CLI
         raise InputError(f"{path_or_repo}: cannot fetch selector from the Hub ({_one_line(err)})") from err
+
+
+def read_temperature(checkpoint: str | Path) -> float | None:
+    """The temperature in ``<checkpoint>/calibration.json``; a Hub repo id is read from its snapshot
+    (fetched like the selector itself). None: the checkpoint has no such file."""
+    folder = Path(checkpoint).expanduser()
+    if not folder.exists() and str(checkpoint).count("/") == 1 and not str(checkpoint).startswith((".", "/", "~")):
+        folder = resolve(str(checkpoint))
+    path = folder / CALIBRATION_FILE
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["temperature"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise InputError(f"{path}: expected a JSON object with a number \"temperature\" ({err})") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputError(f"{path}: temperature must be a number > 0, got {value!r}")
+    return float(value)
 
 
 def _one_line(err: BaseException) -> str:
@@ -304,7 +329,7 @@ class StrictHubMixin(PyTorchModelHubMixin):
             api = HfApi(endpoint=endpoint, token=token)
             url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
             api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
-                              allow_patterns=[CONFIG, WEIGHTS, CARD, TRAINING_CONFIG], commit_message="Upload TRACE selector")
+                              allow_patterns=FILES, commit_message="Upload TRACE selector")
         except Exception as err:
             raise InputError(f"publish {repo_id} to {where} failed ({_one_line(err)})") from err
         return str(url)
