@@ -1,9 +1,12 @@
-"""experiments/: the sealed wikileads pool stays evaluated once, on a fresh clone too."""
+"""experiments/: the sealed wikileads pool stays evaluated once, on a fresh clone too; the strategy
+comparison pairs by question."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,3 +25,62 @@ def test_sealed_evaluation_refuses_a_second_run(tmp_path):
     assert done.returncode == 1
     assert "the sealed pool was evaluated already" in done.stderr
     assert not (tmp_path / "called").exists() and not (tmp_path / "runs").exists()
+
+
+
+def test_wikihops_sealed_run_needs_a_finished_sealed_pool(tmp_path):
+    """Without the sealed multi-hop pool's sidecar, `ship_wikihops.sh sealed` stops before any Python
+    runs and leaves no record (run from a copy of the scripts, in a folder with no pools)."""
+    import shutil
+
+    (tmp_path / "experiments").mkdir()
+    for name in ("ship_wikihops.sh", "ship_lib.sh"):
+        shutil.copy(ROOT / "experiments" / name, tmp_path / "experiments" / name)
+    stub = tmp_path / "python"
+    stub.write_text(f'#!/usr/bin/env bash\ntouch {tmp_path}/called\nexit 0\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(stub), "RUNS": str(tmp_path / "runs")}
+    done = subprocess.run(["bash", str(tmp_path / "experiments" / "ship_wikihops.sh"), "sealed"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "wikihops-test-sealed.jsonl.gz.meta.json not found" in done.stderr
+    assert not (tmp_path / "called").exists()
+    assert not (tmp_path / "experiments" / "results" / "wikihops-sealed-evaluation.txt").exists()
+
+def _per_question(path, rows):
+    path.write_text("".join(json.dumps({"question_id": q, "methods": {m: {"em": em} for m, em in ms.items()}}) + "\n"
+                            for q, ms in rows))
+    return path
+
+
+def test_strategy_comparison_pairs_by_question(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from strategy_comparison import main
+
+    a = _per_question(tmp_path / "a.jsonl", [("q1", {"majority": 1.0, "oracle": 1.0}), ("q2", {"majority": 1.0, "oracle": 1.0}),
+                                             ("q3", {"majority": 0.0, "oracle": 1.0}), ("q9", {"majority": 1.0, "oracle": 1.0})])
+    b = _per_question(tmp_path / "b.jsonl", [("q3", {"majority": 1.0, "oracle": 1.0}), ("q2", {"majority": 0.0, "oracle": 0.0}),
+                                             ("q1", {"majority": 0.0, "oracle": 1.0})])
+    out = tmp_path / "cmp.json"
+    assert main([str(a), str(b), "--names", "divinit,standard", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert (res["questions"], res["only_a"], res["only_b"]) == (3, 1, 0)  # q9 is not paired
+    maj = res["methods"]["majority"]
+    assert (maj["em_a"], maj["em_b"], maj["won"], maj["lost"]) == (66.67, 33.33, 2, 1)
+    assert maj["diff"] == 33.33 and maj["low"] <= maj["diff"] <= maj["high"]
+    assert res["methods"]["oracle"]["diff"] == 33.33 and res["methods"]["oracle"]["lost"] == 0
+    assert "| pass@K (oracle) | 100.0 | 66.7 | +33.3 [" in capsys.readouterr().out
+
+
+def test_strategy_comparison_bad_input_is_one_line(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from strategy_comparison import main
+
+    good = _per_question(tmp_path / "a.jsonl", [("q1", {"majority": 1.0})])
+    other = _per_question(tmp_path / "b.jsonl", [("q2", {"majority": 1.0})])
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question_id": "q1", "methods": {"majority": {"em": 1}}}\n{"question_id": "q2"}\n')
+    for args, message in [([good, other], "share no question"), ([good, broken], "broken.jsonl: line 2: field 'methods'"),
+                          ([good, tmp_path / "none.jsonl"], "none.jsonl: not found")]:
+        assert main([str(p) for p in args]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err

@@ -389,3 +389,17 @@ print("finished")
     assert proc.returncode == EXIT_CODE, proc.stderr[-2000:]  # what every interrupted command exits with
     assert "finished" not in proc.stdout
     assert not (tmp_path / "tiny" / "selector").exists()
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in (Path(__file__).parents[1] / "training").glob("*.yaml")))
+def test_every_training_recipe_loads_and_names_its_method(recipe):
+    from trace_selector.config import load_config
+
+    cfg = load_config(TrainConfig, Path(__file__).parents[1] / "training" / recipe)
+    ours = recipe.endswith(("grounded.yaml", "browsing.yaml", "synthetic.yaml"))
+    assert cfg.model.method == ("trace_grounded" if ours else "trace")
+    if recipe == "wikihops-official.yaml":  # the official TRACE optimiser settings, nothing else changed
+        base = load_config(TrainConfig, Path(__file__).parents[1] / "training" / "wikihops.yaml")
+        assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.model.hidden, cfg.model.dropout, cfg.data.subsets) == (
+            3e-4, 1e-4, 256, 0.1, False)
+        assert cfg.model.layers == base.model.layers and cfg.data.train_pool == base.data.train_pool

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Trains, chooses and evaluates the multi-hop (wikihops) selectors, as experiments/ship_wikileads.sh
+# does for wikileads, and the comparisons only this setting has. Every step is resumable (finished
+# seeds, ablation runs and the encoder cache are reused), so a rerun after a kill continues.
+#
+#   experiments/ship_wikihops.sh dev       # train `trace` and `trace_grounded` (3 seeds each, best on the dev
+#                                          # pool) into checkpoints/, and `trace` with the official TRACE
+#                                          # optimiser (a reference row, not shipped); evaluate the dev pool;
+#                                          # DivInit against standard sampling on the same 150 dev questions;
+#                                          # transfer both ways with the wikileads selectors; ablations on dev
+#   experiments/ship_wikihops.sh prepare   # while the sealed pool grows: the sealed run's ablation trainings
+#                                          # and transfer scores, so `sealed` later only scores
+#   experiments/ship_wikihops.sh sealed    # the single evaluation of the sealed test pool (final numbers)
+#
+# `dev` and `prepare` never read the sealed pool. `sealed` refuses to run twice (the committed record
+# experiments/results/wikihops-sealed-evaluation.txt) and refuses a sealed pool that is still a snapshot.
+# Environment: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship-wikihops),
+# NICE (default 5), ABLATIONS (default 1; 0 skips the dev-pool ablations, 12 more trainings).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SETTING=wikihops
+RUNS=${RUNS:-runs/ship-wikihops}
+TRAIN=data/pools/wikihops-train.jsonl.gz
+DEV=data/pools/wikihops-dev.jsonl.gz
+SEALED=data/pools/wikihops-test-sealed.jsonl.gz
+RECORD=experiments/results/wikihops-sealed-evaluation.txt  # committed: the sealed pool is read once, ever
+RESULTS=experiments/results/wikihops-sealed  # where the sealed run's files are committed
+# The wikileads pools, scored by the multi-hop selectors (the other direction is `from_wikileads`).
+TRANSFER=(data/pools/wikileads-dev.jsonl.gz data/pools/wikileads-0.5b-dev.jsonl.gz)
+METHODS=single,majority,weighted_token,grounded_vote,fewest_tools,most_tools,trace,oracle
+OFFICIAL=$RUNS/trace-official/selector
+CKPTS=(--checkpoint trace=checkpoints/wikihops --checkpoint trace_grounded=checkpoints/wikihops-grounded
+       --checkpoint trace_official_optimiser="$OFFICIAL")
+ABLATION_RECIPE=training/wikihops.yaml
+ABLATION_VARIANTS=full,no_gnn,no_cross,no_qformer
+# DivInit and standard sampling on the same 150 dev questions (200-349) at K=8 (grow_wikihops_pools.sh).
+DIVINIT=data/pools/wikihops-dev-divinit.jsonl.gz
+STANDARD150=data/pools/wikihops-dev-standard150.jsonl.gz
+source experiments/ship_lib.sh
+
+matched() {  # DivInit against standard sampling, paired by question, every method on both pools
+  if [[ ! -f $DIVINIT || ! -f $STANDARD150 ]]; then echo "skip DivInit: its pools do not exist yet"; return; fi
+  evaluate $DIVINIT "$RUNS/divinit"
+  evaluate $STANDARD150 "$RUNS/standard150"
+  say "DivInit - standard at matched compute (K=8 each)"
+  "$PY" experiments/strategy_comparison.py "$RUNS/divinit/per_question.jsonl" "$RUNS/standard150/per_question.jsonl" \
+    --names divinit,standard --out "$RUNS/divinit-vs-standard.json" | tee "$RUNS/divinit-vs-standard.txt"
+}
+
+from_wikileads() {  # pool, output folder: the shipped wikileads selectors on a multi-hop pool
+  local CKPTS=(--checkpoint trace=checkpoints/wikileads --checkpoint trace_grounded=checkpoints/wikileads-grounded)
+  evaluate "$@"
+}
+
+case "${1:-}" in
+  dev)
+    train_and_ship training/wikihops.yaml trace checkpoints/wikihops
+    train_and_ship training/wikihops-grounded.yaml trace-grounded checkpoints/wikihops-grounded
+    train_run training/wikihops-official.yaml trace-official
+    evaluate $DEV "$RUNS/dev"
+    matched
+    transfers all
+    from_wikileads $DEV "$RUNS/from-wikileads-dev"
+    if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
+    targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
+    ;;
+  prepare)
+    ablations
+    transfers missing
+    ;;
+  sealed)
+    open_sealed
+    evaluate $SEALED "$RUNS/sealed"
+    from_wikileads $SEALED "$RUNS/sealed/from-wikileads"
+    ablations $SEALED "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/ablation.txt"
+    transfers missing
+    targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
+    ;;
+  *)
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
