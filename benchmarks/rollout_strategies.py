@@ -9,17 +9,26 @@ Three comparisons (each a table):
 The prefix cache is reset between runs so no run profits from another's prompts.
 
 Add ``--agent-kind browsing`` for the browsing agent (search / open / find, longer trajectories), where
-partial rollout has more prefix to share.
+partial rollout has more prefix to share. ``--recipe`` starts every run from a rollout recipe (the
+multi-hop setting's prompt, turns and engine options) instead of the defaults; partial rollout runs
+with ParallelMuse's settings (the `PartialConfig` defaults: M=1, k=2, b=3 at N=8, step 0 may branch)
+unless ``partial.*`` overrides say otherwise.
 
 Run (2 cores: about 10-20 minutes for 10 questions with both models):
     VLLM_CPU_OMP_THREADS_BIND=0-1 VLLM_CPU_NUM_OF_RESERVED_CPU=0 VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1 \\
     python benchmarks/rollout_strategies.py --setting wikileads --limit 10 --k 4 \\
         --models smollm2-135m,qwen2.5-coder-0.5b --json benchmarks/rollout_strategies.json
+
+    # partial rollout against standard at N = 8 on 40 multi-hop dev questions no pool uses (350-389)
+    python benchmarks/rollout_strategies.py --recipe rollout/wikihops-standard.yaml --setting wikihops \
+        --offset 350 --limit 40 --k 8 --models qwen2.5-coder-1.5b --parts partial \
+        --json benchmarks/rollout_strategies-wikihops.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 import time
@@ -27,7 +36,7 @@ from pathlib import Path
 
 from trace_selector.records import read_meta, read_pool
 from trace_selector.records.answers import exact_match, pass_at_k
-from trace_selector.rollout.runner import RolloutConfig, load_rollout_config, run_rollout
+from trace_selector.rollout.runner import RolloutConfig, load_rollout_config, run_rollout, start_engine
 
 
 def _reset_cache(engine) -> None:
@@ -71,28 +80,36 @@ def main() -> None:
     ap.add_argument("--setting", default="wikileads")
     ap.add_argument("--split", default="dev")
     ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--offset", type=int, default=0, help="skip the split's first N questions (ones other pools use)")
+    ap.add_argument("--recipe", type=Path, default=None, help="rollout YAML every run starts from (default: the defaults)")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
     ap.add_argument("--k-models", type=int, default=2, help="samples per question in the model comparison")
     ap.add_argument("--regions", default="exploration", help="partial-rollout regions to run (comma-separated)")
     ap.add_argument("--strategy-model", default=None, help="model for tables 2-3 (default: best valid-action rate)")
     ap.add_argument("--parts", default="models,partial,divinit")
-    ap.add_argument("--max-context", type=int, default=2048)
+    ap.add_argument("--max-context", type=int, default=None, help="agent.max_context (default: the recipe's, else 2048)")
     ap.add_argument("--agent-kind", default="webqa", choices=["webqa", "browsing"],
                     help="browsing: the search/open/find agent (up to agent.max_turns tool turns), where trajectories are long")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("overrides", nargs="*", help="key=value RolloutConfig overrides for every run")
     a = ap.parse_args()
 
-    from trace_selector.engines import make_engine
-
     parts = set(a.parts.split(","))
     models = a.models.split(",")
     results: dict[str, dict] = {}
     work = Path(tempfile.mkdtemp(prefix="rollout_bench_"))
-    a.overrides = [f"agent_kind={a.agent_kind}", *a.overrides]
-    base = load_rollout_config(None, [f"agent.max_context={a.max_context}", *a.overrides],
-                               setting=a.setting, split=a.split, limit=a.limit, k=a.k)
+    if a.max_context is None and a.recipe is None:
+        a.max_context = 2048
+    context = [] if a.max_context is None else [f"agent.max_context={a.max_context}"]
+    a.overrides = [f"agent_kind={a.agent_kind}", *context, f"offset={a.offset}", *a.overrides]
+
+    def config(*extra: str, **flags):
+        """The recipe (or the defaults) < this run's flags < the command's overrides < `extra`."""
+        return load_rollout_config(a.recipe, [*a.overrides, *extra], setting=a.setting, split=a.split,
+                                   limit=a.limit, **flags)
+
+    base = config(k=a.k)
     strategy_model = a.strategy_model
     toolbox = questions = None
     for model in models:
@@ -100,7 +117,8 @@ def main() -> None:
         if not needed:
             continue
         t0 = time.perf_counter()
-        engine = make_engine("vllm", model=model, max_model_len=a.max_context, seed=0)
+        # The runner's own engine (the recipe's engine options, its context length, seed 0).
+        engine = start_engine(dataclasses.replace(base, model=model, seed=0))
         start = round(time.perf_counter() - t0, 1)
         if toolbox is None:  # after the first engine: bm25s/numba must load after vLLM
             from trace_selector.search.setting import load_setting
@@ -114,12 +132,11 @@ def main() -> None:
                 from trace_selector.rollout.tools import SearchTools
 
                 toolbox = SearchTools(setting.index(), base.agent.top_k, base.agent.doc_chars)
-            questions = setting.questions(a.split)[: a.limit]
+            questions = setting.questions(a.split)  # every run's offset and limit choose from these
         try:
             if "models" in parts:
                 for structured in (True, False):
-                    cfg = load_rollout_config(None, [f"agent.max_context={a.max_context}", f"agent.structured={structured}",
-                                                     *a.overrides], setting=a.setting, limit=a.limit, k=a.k_models, model=model)
+                    cfg = config(f"agent.structured={structured}", k=a.k_models, model=model)
                     key = f"{model}{'' if structured else ' (free)'}"
                     results.setdefault("models", {})[key] = run_one(engine, toolbox, questions, cfg, work, f"m-{model}-{structured}")
                     results["models"][key]["engine_start_s"] = start
@@ -130,25 +147,20 @@ def main() -> None:
                 continue
             if "partial" in parts:
                 rows = results.setdefault("partial_vs_standard", {})
-                std = load_rollout_config(None, [f"agent.max_context={a.max_context}", *a.overrides],
-                                          setting=a.setting, limit=a.limit, k=a.k, model=model)
+                std = config("strategy=standard", k=a.k, model=model)
                 rows["standard"] = run_one(engine, toolbox, questions, std, work, "standard")
                 for region in a.regions.split(","):
-                    par = load_rollout_config(None, [f"agent.max_context={a.max_context}", "strategy=partial",
-                                                     "partial.initial=1", "partial.top_steps=1",
-                                                     f"partial.branches={a.k - 1}", f"partial.region={region}",
-                                                     *a.overrides], setting=a.setting, limit=a.limit, k=a.k, model=model)
+                    par = config("strategy=partial", f"partial.region={region}", k=a.k, model=model)
                     rows[f"partial/{region}"] = run_one(engine, toolbox, questions, par, work, f"partial-{region}")
+                    rows[f"partial/{region}"]["partial"] = {k: v for k, v in vars(par.partial).items()}
             if "divinit" in parts:
                 rows = results.setdefault("divinit_vs_standard", {})
                 if "partial_vs_standard" in results:
                     rows["standard"] = results["partial_vs_standard"]["standard"]
                 else:
-                    std = load_rollout_config(None, [f"agent.max_context={a.max_context}", *a.overrides],
-                                              setting=a.setting, limit=a.limit, k=a.k, model=model)
+                    std = config("strategy=standard", k=a.k, model=model)
                     rows["standard"] = run_one(engine, toolbox, questions, std, work, "standard")
-                div = load_rollout_config(None, [f"agent.max_context={a.max_context}", "strategy=divinit", *a.overrides],
-                                          setting=a.setting, limit=a.limit, k=a.k, model=model)
+                div = config("strategy=divinit", k=a.k, model=model)
                 rows["divinit"] = run_one(engine, toolbox, questions, div, work, "divinit")
         finally:
             engine.close()

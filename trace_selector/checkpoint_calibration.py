@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from trace_selector.calibration import Calibration
     from trace_selector.records import Pool
 
+
 @dataclass(frozen=True, slots=True)
 class CheckpointCalibration:
     """What ``calibration.json`` holds."""
