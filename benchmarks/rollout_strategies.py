@@ -94,6 +94,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("overrides", nargs="*", help="key=value RolloutConfig overrides for every run")
     a = ap.parse_args()
+    from trace_selector import shutdown
+
+    # A `timeout` or `kill` unwinds through the `finally` below, so vLLM's engine-core process goes too.
+    shutdown.install()
 
     parts = set(a.parts.split(","))
     models = a.models.split(",")
