@@ -56,7 +56,7 @@ def test_sigterm_unwinds_like_ctrl_c(monkeypatch, capsys):
 
     cleaned = []
 
-    def killed(path):
+    def killed(path, labels=None):
         try:
             os.kill(os.getpid(), signal.SIGTERM)
         finally:

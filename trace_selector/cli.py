@@ -52,6 +52,8 @@ def _config_class(module: str, name: str) -> Callable[[], type]:
 def _validate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("pool", type=Path, help="pool file (.jsonl, .jsonl.gz or .parquet)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--labels", type=Path, default=None,
+                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
     p.add_argument("--field", default=None, metavar="DOTTED.PATH",
                    help="print one field of the pool's .meta.json sidecar as JSON (e.g. accounting.trajectories, "
                         "extra.snapshot) without reading the pool; for scripts")
@@ -64,7 +66,7 @@ def _validate(p: argparse.ArgumentParser) -> Handler:
 
             print(json.dumps(meta_field(a.pool, a.field)))
             return 0
-        summary = summarize_pool(a.pool)
+        summary = summarize_pool(a.pool, a.labels)
         print(summary.to_json() if a.json else summary.to_text())
         return 0
 
@@ -135,6 +137,8 @@ def _calibrate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--k", type=int, default=None, help="use the first K trajectories per question (default: all)")
     p.add_argument("--wave", type=int, default=2, help="trajectories per wave, as the adaptive rows read them (default 2)")
     p.add_argument("--questions", type=int, default=None, help="the pool's first N questions only")
+    p.add_argument("--labels", type=Path, default=None,
+                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
     p.add_argument("--plot", default=None, metavar="PNG", help="reliability diagram at T = 1 and at the fitted T")
     p.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
     p.epilog = ("Fits the temperature of the selector's confidence (the softmax mass of its chosen answer) on the\n"
@@ -153,7 +157,7 @@ def _calibrate(p: argparse.ArgumentParser) -> Handler:
         if trained_on(a.checkpoint, a.pool):
             print(f"warning: {a.pool} is the pool {a.checkpoint} was trained on: the temperature will be "
                   f"too low (the selector is surer of picks it has seen)", file=sys.stderr)
-        record, cal = fit_checkpoint(a.checkpoint, read_pool(a.pool), a.k, a.wave, a.questions)
+        record, cal = fit_checkpoint(a.checkpoint, read_pool(a.pool, a.labels), a.k, a.wave, a.questions)
         print(f"temperature {record.temperature:.4f} from {record.picks} wave picks of {record.questions} questions "
               f"(K={record.k}, wave {record.wave}; {record.unanimous} unanimous); expected calibration error "
               f"{record.ece_uncalibrated:.4f} at T = 1, {record.ece:.4f} at the fitted T")
@@ -173,6 +177,8 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     from trace_selector.baselines.registry import ALL_METHODS  # names only: no torch, no model
 
     p.add_argument("--pool", default=None, help="rollout pool to evaluate on")
+    p.add_argument("--labels", default=None,
+                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
     p.add_argument("--methods", default=None,
                    help="comma-separated methods, of: " + ", ".join(ALL_METHODS) + "; 'trace' and 'trace_adaptive' "
                         "stand for every --checkpoint's row NAME and NAME_adaptive (adaptive rows stop sampling "
@@ -206,7 +212,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     def run(a: argparse.Namespace) -> int:
         from trace_selector.evaluate import evaluate, format_table, load_eval_config
 
-        flags = {"pool": a.pool, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
+        flags = {"pool": a.pool, "labels": a.labels, "methods": a.methods, "checkpoint": a.checkpoint, "k": a.k, "engine": a.engine,
                  "questions": a.questions, "reference": a.reference, "out": a.out, "plot": a.plot, "per_question": a.per_question, "budget_llm": a.budget_llm,
                  "budget": a.budget, "calibration": a.calibration}
         from trace_selector.atomic import check_writable
@@ -350,6 +356,8 @@ def _select(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", required=True, help="selector checkpoint folder or Hub repo id")
     p.add_argument("--pool", type=Path, required=True, help="rollout pool to select from")
     p.add_argument("--out", type=Path, required=True, help="selections JSONL to write")
+    p.add_argument("--labels", type=Path, default=None,
+                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
     p.add_argument("--batch-size", type=int, default=64, help="graphs per forward pass")
     p.add_argument("--encoder-runtime", default=None,
                    help="text-encoder runtime: torch, torch-bf16, onnx, onnx-int8 (default: the checkpoint's)")
@@ -360,7 +368,9 @@ def _select(p: argparse.ArgumentParser) -> Handler:
 
         selector = Selector.from_pretrained(a.checkpoint, cache_dir=paths.embeddings_dir(), batch_size=a.batch_size,
                                             encoder_runtime=a.encoder_runtime)
-        selections = selector.select(a.pool)
+        from trace_selector.records import read_pool
+
+        selections = selector.select(read_pool(a.pool, a.labels))
         write_selections(selections, a.out)
         known = [s.correct for s in selections if s.correct is not None]
         acc = f", accuracy {sum(known) / len(known):.4f} on {len(known)} labelled" if known else ""

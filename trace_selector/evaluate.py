@@ -115,6 +115,9 @@ class EvalConfig:
 
     pool: str = ""
     """Rollout pool file (.jsonl, .jsonl.gz, .parquet)."""
+    labels: str | None = None
+    """Labels file with the pool's correctness and gold answers (`records.labels`); None: the pool's
+    ``<pool>.labels.jsonl`` when it exists."""
     methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
     """Methods to run, in table order (see `baselines.registry.ALL_METHODS`)."""
     out: str = "results.json"
@@ -367,7 +370,7 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
     if pool is None:
         if not cfg.pool:
             raise InputError("evaluate: no pool given")
-        pool = read_pool(cfg.pool)
+        pool = read_pool(cfg.pool, cfg.labels)
     if cfg.threads is not None:
         import torch
 

@@ -116,3 +116,33 @@ def test_bad_labels_name_line_and_field(tmp_path, lines, field):
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     with pytest.raises(FormatError, match=rf":{len(lines)}: field '{field}'"):
         read_labels(path)
+
+
+def test_labels_flag_of_validate_evaluate_and_select(tmp_path, capsys):
+    """A labels file kept elsewhere (not the pool's sidecar) reaches every command that reads a pool."""
+    from trace_selector.cli import main
+
+    rollouts = tmp_path / "r.jsonl"
+    rollouts.write_text((DATA / "labelled.jsonl").read_text())
+    graded = tmp_path / "graded.jsonl"
+    graded.write_text((DATA / "labelled.jsonl.labels.jsonl").read_text())
+    assert main(["validate", str(rollouts), "--json"]) == 0
+    unlabelled = json.loads(capsys.readouterr().out)
+    assert main(["validate", str(rollouts), "--json", "--labels", str(graded)]) == 0
+    labelled = json.loads(capsys.readouterr().out)
+    assert (unlabelled["questions_with_gold"], unlabelled["scored_questions"]) == (0, 0)
+    assert (labelled["questions_with_gold"], labelled["oracle"], labelled["mixed"]) == (2, 1.0, 0.5)
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "--pool", str(rollouts), "--labels", str(graded), "--methods", "majority,oracle",
+                 "--no-budget", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["oracle_pass_at_k"] == 100.0 and res["settings"]["labels"] == str(graded)  # q1: one of two right
+    checkpoint = Path(__file__).resolve().parents[2] / "checkpoints" / "wikileads-browsing"
+    picks = tmp_path / "picks.jsonl"
+    for extra, known in (([], 0), (["--labels", str(graded)], 2)):
+        assert main(["select", "--checkpoint", str(checkpoint), "--pool", str(rollouts), "--out", str(picks), *extra]) == 0
+        rows = [json.loads(line) for line in picks.read_text().splitlines()]
+        assert len(rows) == 2 and sum(r["correct"] is not None for r in rows) == known
+    missing = tmp_path / "missing.jsonl"
+    assert main(["validate", str(rollouts), "--labels", str(missing)]) == 1
+    assert "missing.jsonl" in capsys.readouterr().err

@@ -203,6 +203,6 @@ def summarize(pool: Pool) -> PoolSummary:
     )
 
 
-def summarize_pool(path: str | Path) -> PoolSummary:
-    """Read and check a pool, then summarise it; `FormatError` if bad."""
-    return summarize(read_pool(path))
+def summarize_pool(path: str | Path, labels: str | Path | None = None) -> PoolSummary:
+    """Read and check a pool (with its labels file, `records.labels`), then summarise it; `FormatError` if bad."""
+    return summarize(read_pool(path, labels))
