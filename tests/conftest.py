@@ -313,6 +313,23 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+def toy_selector(folder: Path, **card) -> Path:
+    """A saved hash-encoder `trace_grounded` selector whose vote weights are away from their zero init
+    (so candidates score differently, and a load that skipped a weight would show); `card` goes to
+    `save_selector` (setting, metrics)."""
+    import torch
+
+    from trace_selector.model import ModelConfig, SelectorNet
+    from trace_selector.model.hub import save_selector
+
+    torch.manual_seed(0)
+    net = SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash", grounding=True, vote_prior=True))
+    with torch.no_grad():
+        net.vote.weight.normal_()
+        net.prior.weight.normal_()
+    return save_selector(net, folder, **{"setting": "toy", **card})
+
+
 PAGE_X = "URL: https://wiki.org/X\nTitle: X\nL0: X was founded by Alice in 1901."
 FIND_X = "URL: https://wiki.org/X\n[1 lines matching 'founded']\nL0: X was founded by Alice in 1901."
 PAGE_Z = "URL: https://wiki.org/Z\nTitle: Z\nL0: Z is unrelated."

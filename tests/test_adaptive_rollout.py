@@ -10,9 +10,8 @@ import json
 import re
 
 import pytest
-import torch
 
-from tests.conftest import QUESTIONS, FakeEngine, FakeIndex, one_thread, tiny_setting, turn_of
+from tests.conftest import QUESTIONS, FakeEngine, FakeIndex, one_thread, tiny_setting, toy_selector, turn_of
 from trace_selector.adaptive import AdaptiveConfig, build_adaptive, stop_index
 from trace_selector.adaptive_rollout import resolve_temperature, run_adaptive_rollout
 from trace_selector.cli import main
@@ -40,15 +39,7 @@ def varied(prompt_text, request):
 
 @pytest.fixture()
 def checkpoint(tmp_path):
-    from trace_selector.model import ModelConfig, SelectorNet
-    from trace_selector.model.hub import save_selector
-
-    torch.manual_seed(0)
-    net = SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash", grounding=True, vote_prior=True))
-    with torch.no_grad():  # away from the zero init, so the candidates' scores differ
-        net.vote.weight.normal_()
-        net.prior.weight.normal_()
-    return save_selector(net, tmp_path / "ckpt", setting="toy")
+    return toy_selector(tmp_path / "ckpt")
 
 
 def _fakes():

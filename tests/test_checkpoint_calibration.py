@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from tests.conftest import one_thread
+from tests.conftest import one_thread, toy_selector
 from trace_selector.cli import main
 from trace_selector.checkpoint_calibration import CheckpointCalibration
 from trace_selector.records import read_pool, write_pool
@@ -20,15 +19,7 @@ _one_thread = pytest.fixture(autouse=True)(one_thread)
 
 @pytest.fixture()
 def checkpoint(tmp_path):
-    from trace_selector.model import ModelConfig, SelectorNet
-    from trace_selector.model.hub import save_selector
-
-    torch.manual_seed(0)
-    net = SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash", grounding=True, vote_prior=True))
-    with torch.no_grad():  # away from the zero init, so the candidates' scores differ
-        net.vote.weight.normal_()
-        net.prior.weight.normal_()
-    return save_selector(net, tmp_path / "ckpt", setting="toy")
+    return toy_selector(tmp_path / "ckpt")
 
 
 @pytest.fixture()

@@ -7,12 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests.conftest import one_thread
+from tests.conftest import one_thread, toy_selector
 from trace_selector.errors import InputError
-from trace_selector.model import ModelConfig, SelectorNet
-from trace_selector.model.hub import save_selector
 
 POOL = Path(__file__).parent / "data" / "webqa_pool.jsonl"
 
@@ -21,12 +18,7 @@ _one_thread = pytest.fixture(autouse=True)(one_thread)
 
 @pytest.fixture()
 def checkpoint(tmp_path):
-    torch.manual_seed(0)
-    net = SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash", grounding=True, vote_prior=True))
-    with torch.no_grad():  # away from the zero init, so a load that skipped a weight would show
-        net.vote.weight.normal_()
-        net.prior.weight.normal_()
-    return save_selector(net, tmp_path / "ckpt", setting="toy", metrics={"val_acc": 0.25})
+    return toy_selector(tmp_path / "ckpt", metrics={"val_acc": 0.25})
 
 
 def test_package_exports_selector_lazily():

@@ -107,21 +107,27 @@ def test_mean_readout_is_uniform_attention_and_needs_no_query():
         ModelConfig(readout="max")
 
 
+def flip_vote_columns(columns, **config):
+    """A seeded model with a non-zero vote projection, and whether its scores stay the same when the
+    vote `columns` of a toy graph are flipped (x -> 1 - x)."""
+    g = toy_graph(0, k=3)
+    g2 = g.clone()
+    g2["answer"].vote[:, columns] = 1.0 - g2["answer"].vote[:, columns]
+    torch.manual_seed(0)
+    model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, **config))
+    with torch.no_grad():
+        model.vote.weight.normal_()
+    model.eval()
+    return model, torch.allclose(model(g), model(g2))
+
+
 def test_last_hop_column_is_read_only_when_enabled():
     assert not ModelConfig.from_json({"kind": "webqa"}).last_hop
     assert ModelConfig(last_hop=True).method == "trace+lasthop"
     assert ModelConfig(grounding=True, vote_prior=True, last_hop=True).method == "trace_grounded"
-    g = toy_graph(0, k=3)
-    g2 = g.clone()
-    g2["answer"].vote[:, 5] = 1.0 - g2["answer"].vote[:, 5]
     for last_hop, same in [(False, True), (True, False)]:
-        torch.manual_seed(0)
-        model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, last_hop=last_hop))
-        with torch.no_grad():
-            model.vote.weight.normal_()
-        model.eval()
-        assert model.vote.in_features == (3 if last_hop else 2)
-        assert torch.allclose(model(g), model(g2)) is same
+        model, unchanged = flip_vote_columns(5, last_hop=last_hop)
+        assert model.vote.in_features == (3 if last_hop else 2) and unchanged is same
 
 
 def test_vote_projection_starts_at_zero():
@@ -137,17 +143,9 @@ def test_grounding_columns_are_read_only_when_enabled():
     # The default is the paper's configuration; pre-grounding checkpoints load as that too.
     assert not ModelConfig().grounding and not ModelConfig.from_json({"kind": "webqa"}).grounding
     assert ModelConfig().method == "trace" and ModelConfig(grounding=True, vote_prior=True).method == "trace_grounded"
-    g = toy_graph(0, k=3)
-    g2 = g.clone()
-    g2["answer"].vote[:, 2:] = 1.0 - g2["answer"].vote[:, 2:]
     for grounding, same in [(False, True), (True, False)]:
-        torch.manual_seed(0)
-        model = SelectorNet(ModelConfig(embed_dim=8, hidden=16, layers=1, grounding=grounding))
-        with torch.no_grad():
-            model.vote.weight.normal_()
-        model.eval()
-        assert model.vote.in_features == (4 if grounding else 2)
-        assert torch.allclose(model(g), model(g2)) is same
+        model, unchanged = flip_vote_columns(slice(2, None), grounding=grounding)
+        assert model.vote.in_features == (4 if grounding else 2) and unchanged is same
 
 
 def test_without_count_input_the_count_column_is_ignored():
