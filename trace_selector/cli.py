@@ -49,11 +49,16 @@ def _config_class(module: str, name: str) -> Callable[[], type]:
     return lambda: getattr(importlib.import_module(module), name)
 
 
+def _add_labels(p: argparse.ArgumentParser) -> None:
+    """``--labels``, on every command that reads a pool's correctness (records/labels.py)."""
+    p.add_argument("--labels", type=Path, default=None,
+                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
+
+
 def _validate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("pool", type=Path, help="pool file (.jsonl, .jsonl.gz or .parquet)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--labels", type=Path, default=None,
-                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
+    _add_labels(p)
     p.add_argument("--field", default=None, metavar="DOTTED.PATH",
                    help="print one field of the pool's .meta.json sidecar as JSON (e.g. accounting.trajectories, "
                         "extra.snapshot) without reading the pool; for scripts")
@@ -137,8 +142,7 @@ def _calibrate(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--k", type=int, default=None, help="use the first K trajectories per question (default: all)")
     p.add_argument("--wave", type=int, default=2, help="trajectories per wave, as the adaptive rows read them (default 2)")
     p.add_argument("--questions", type=int, default=None, help="the pool's first N questions only")
-    p.add_argument("--labels", type=Path, default=None,
-                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
+    _add_labels(p)
     p.add_argument("--plot", default=None, metavar="PNG", help="reliability diagram at T = 1 and at the fitted T")
     p.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
     p.epilog = ("Fits the temperature of the selector's confidence (the softmax mass of its chosen answer) on the\n"
@@ -177,8 +181,7 @@ def _evaluate(p: argparse.ArgumentParser) -> Handler:
     from trace_selector.baselines.registry import ALL_METHODS  # names only: no torch, no model
 
     p.add_argument("--pool", default=None, help="rollout pool to evaluate on")
-    p.add_argument("--labels", default=None,
-                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
+    _add_labels(p)
     p.add_argument("--methods", default=None,
                    help="comma-separated methods, of: " + ", ".join(ALL_METHODS) + "; 'trace' and 'trace_adaptive' "
                         "stand for every --checkpoint's row NAME and NAME_adaptive (adaptive rows stop sampling "
@@ -356,8 +359,7 @@ def _select(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--checkpoint", required=True, help="selector checkpoint folder or Hub repo id")
     p.add_argument("--pool", type=Path, required=True, help="rollout pool to select from")
     p.add_argument("--out", type=Path, required=True, help="selections JSONL to write")
-    p.add_argument("--labels", type=Path, default=None,
-                   help="labels file with correctness and gold answers (default: <pool>.labels.jsonl when it exists)")
+    _add_labels(p)
     p.add_argument("--batch-size", type=int, default=64, help="graphs per forward pass")
     p.add_argument("--encoder-runtime", default=None,
                    help="text-encoder runtime: torch, torch-bf16, onnx, onnx-int8 (default: the checkpoint's)")
