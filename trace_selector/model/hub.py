@@ -4,7 +4,8 @@
 A checkpoint folder holds ``model.safetensors`` (weights), ``config.json`` (the `ModelConfig`, written
 by `PyTorchModelHubMixin`), optionally ``calibration.json`` (checkpoint_calibration.py) and
 ``README.md`` (a model card naming the search setting, the text encoder and the validation metrics,
-rendered from ``card_template.md`` by `huggingface_hub.ModelCard` with YAML metadata the Hub reads). The same folder loads locally or after a push:
+rendered from ``card_template.md`` by `huggingface_hub.ModelCard` with YAML metadata the Hub reads).
+The same folder loads locally or after a push:
 
     save_selector(net, "checkpoints/wikileads", setting="wikileads", metrics={"val_acc": 0.61})
     net = SelectorNet.load_checkpoint("checkpoints/wikileads")   # or "user/trace-selector-wikileads"
