@@ -1,8 +1,9 @@
-"""Budget-adaptive selection on the wikileads pools: how many trajectories each method needs when it
+"""Budget-adaptive selection on a setting's pools: how many trajectories each method needs when it
 may stop sampling once it is sure, against the fixed K = 16 it otherwise reads.
 
-    .venv/bin/python experiments/adaptive_selection.py                 # dev pool: choose settings, print
+    .venv/bin/python experiments/adaptive_selection.py                 # wikileads dev pool: choose settings, print
     .venv/bin/python experiments/adaptive_selection.py --sealed        # once, final: dev choices on the sealed pool
+    .venv/bin/python experiments/adaptive_selection.py --setting wikihops   # the multi-hop pools and selectors
 
 Rows (trace_selector/adaptive.py): Adaptive-Consistency (`majority_adaptive_ac`), Early-Stopping
 Self-Consistency (`majority_adaptive_esc`) and each shipped selector stopping on its calibrated
@@ -33,10 +34,24 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV_POOL = ROOT / "data/pools/wikileads-dev.jsonl.gz"
-SEALED_POOL = ROOT / "data/pools/wikileads-test-sealed.jsonl.gz"
-CHECKPOINTS = ("trace=checkpoints/wikileads", "trace_grounded=checkpoints/wikileads-grounded")
-RECORD = ROOT / "experiments/results/wikileads-sealed-adaptive-evaluation.txt"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A search setting's pools, shipped selectors and sealed-run record (the `--setting` defaults)."""
+
+    dev_pool: Path
+    sealed_pool: Path
+    checkpoints: tuple[str, ...]
+    record: Path
+
+
+SETTINGS = {
+    name: Setting(ROOT / f"data/pools/{name}-dev.jsonl.gz", ROOT / f"data/pools/{name}-test-sealed.jsonl.gz",
+                  (f"trace=checkpoints/{name}", f"trace_grounded=checkpoints/{name}-grounded"),
+                  ROOT / f"experiments/results/{name}-sealed-adaptive-evaluation.txt")
+    for name in ("wikileads", "wikihops")
+}
 
 
 @dataclass(slots=True)
@@ -161,9 +176,11 @@ def report(title: str, groups: list, rows: dict[str, Any], tabs: dict[str, Any],
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--pool", type=Path, default=DEV_POOL, help="dev pool the choices are made on (default: wikileads dev)")
+    p.add_argument("--setting", choices=sorted(SETTINGS), default="wikileads",
+                   help="whose dev and sealed pools, shipped selectors and sealed record are the defaults")
+    p.add_argument("--pool", type=Path, default=None, help="dev pool the choices are made on (default: the setting's)")
     p.add_argument("--checkpoint", action="append", default=None, metavar="NAME=PATH",
-                   help=f"selector rows (default: {' '.join(CHECKPOINTS)})")
+                   help="selector rows (default: the setting's trace and trace_grounded checkpoints)")
     p.add_argument("--wave", type=int, default=2, help="trajectories per wave (default 2)")
     p.add_argument("--tolerance", type=float, default=0.5, help="EM points a row may lose to its target (default 0.5)")
     p.add_argument("--threads", type=int, default=1, help="torch and encoder threads (default 1)")
@@ -171,8 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="JSON of the choices and tables")
     p.add_argument("--sealed", action="store_true",
                    help="final evaluation: apply the dev choices to the sealed test pool (reads it; once)")
-    p.add_argument("--record", type=Path, default=RECORD, help="--sealed writes this and refuses while it exists")
+    p.add_argument("--record", type=Path, default=None,
+                   help="--sealed writes this and refuses while it exists (default: the setting's)")
     a = p.parse_args(argv)
+    setting = SETTINGS[a.setting]
+    a.pool = a.pool or setting.dev_pool
+    a.record = a.record or setting.record
+    sealed_pool = setting.sealed_pool
 
     from trace_selector.adaptive import AdaptiveConfig, wave_items
     from trace_selector.calibration import fit_temperature
@@ -180,11 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     from trace_selector.records import read_pool
 
     def is_sealed(path: Path) -> bool:
-        return path.resolve() == SEALED_POOL.resolve() or "sealed" in path.name
+        return path.resolve() == sealed_pool.resolve() or "sealed" in path.name
 
     if is_sealed(a.pool):
         print(f"error: {a.pool} is the sealed test pool; choices are made on a dev pool (--sealed applies them to it)",
               file=sys.stderr)
+        return 1
+    if not a.pool.is_file():
+        print(f"error: {a.pool}: dev pool not found (the pools README says how each setting's pools grow)", file=sys.stderr)
         return 1
     if a.sealed and a.record.exists():
         print(f"error: {a.record} exists: the sealed pool has been evaluated adaptively once already", file=sys.stderr)
@@ -193,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --wave, --threads and --bootstrap must be >= 1 and --tolerance >= 0", file=sys.stderr)
         return 1
     try:
-        checkpoints = named_checkpoints(a.checkpoint or list(CHECKPOINTS))
+        checkpoints = named_checkpoints(a.checkpoint or list(setting.checkpoints))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -224,10 +249,10 @@ def main(argv: list[str] | None = None) -> int:
                "wave": a.wave, "tolerance": a.tolerance, "temperatures": temperatures}
 
     if a.sealed:
-        sealed = restrict(read_pool(SEALED_POOL).groups, None)
+        sealed = restrict(read_pool(sealed_pool).groups, None)
         rows = histories(sealed, checkpoints, a.wave, a.threads)
         tabs = tables(rows, sealed, temperatures)
-        results["sealed"] = report(f"sealed {SEALED_POOL.name} (dev choices applied)", sealed, rows, tabs,
+        results["sealed"] = report(f"sealed {sealed_pool.name} (dev choices applied)", sealed, rows, tabs,
                                    choices + defaults, max(len(g.trajectories) for g in sealed), a.bootstrap, a.tolerance)
         a.record.write_text(f"experiments/adaptive_selection.py --sealed ran on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
                             + json.dumps(results["sealed"], indent=1, default=str) + "\n")

@@ -4,6 +4,7 @@ with adaptive rows on a tiny synthetic pool."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -297,13 +298,18 @@ def test_benchmark_chooses_on_dev_and_opens_the_sealed_pool_only_when_asked(tmp_
     dev, held = tmp_path / "dev.jsonl", tmp_path / "held.jsonl"
     write_pool(make_pool(SyntheticConfig(questions=5, k=6, k_min=5, seed=1)), dev)
     write_pool(make_pool(SyntheticConfig(questions=5, k=6, k_min=5, seed=1, offset=50)), held)
-    monkeypatch.setattr(bench, "SEALED_POOL", held)
+    monkeypatch.setitem(bench.SETTINGS, "wikileads", dataclasses.replace(bench.SETTINGS["wikileads"], sealed_pool=held))
     torch.manual_seed(0)
     ckpt = save_selector(SelectorNet(ModelConfig(embed_dim=16, hidden=16, layers=1, encoder="hash")), tmp_path / "ckpt",
                          setting="toy")
     args = ["--pool", str(dev), "--checkpoint", f"trace={ckpt}", "--bootstrap", "20", "--record", str(tmp_path / "rec.txt")]
     n = torch.get_num_threads()
     try:
+        # Another setting's defaults: its own pools and record (the multi-hop dev pool is not there yet here).
+        assert bench.SETTINGS["wikihops"].record.name == "wikihops-sealed-adaptive-evaluation.txt"
+        missing = tmp_path / "wikihops-dev.jsonl.gz"
+        assert bench.main(["--setting", "wikihops", "--pool", str(missing)] + args[2:]) == 1
+        assert "wikihops-dev.jsonl.gz: dev pool not found" in capsys.readouterr().err
         # The sealed pool is never a dev pool.
         assert bench.main(["--pool", str(held)] + args[2:]) == 1
         assert "is the sealed test pool" in capsys.readouterr().err
