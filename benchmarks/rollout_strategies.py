@@ -156,7 +156,7 @@ def main() -> None:
                 for region in a.regions.split(","):
                     par = config("strategy=partial", f"partial.region={region}", k=a.k, model=model)
                     rows[f"partial/{region}"] = run_one(engine, toolbox, questions, par, work, f"partial-{region}")
-                    rows[f"partial/{region}"]["partial"] = {k: v for k, v in vars(par.partial).items()}
+                    rows[f"partial/{region}"]["partial"] = dataclasses.asdict(par.partial)
             if "divinit" in parts:
                 rows = results.setdefault("divinit_vs_standard", {})
                 if "partial_vs_standard" in results:

@@ -13,38 +13,32 @@ left out and counted.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from trace_selector.atomic import atomic_write
-from trace_selector.errors import InputError
+from trace_selector.errors import FormatError, InputError
 from trace_selector.paired import paired_difference, points
+from trace_selector.records.files import iter_jsonl
 
 
 def read_scores(path: Path) -> dict[str, dict[str, float]]:
     """question id -> method -> EM (0..1) from a per-question JSONL (plain or gzip)."""
-    opener = gzip.open if path.suffix == ".gz" else open
     out: dict[str, dict[str, float]] = {}
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    out[str(row["question_id"])] = {m: float(v["em"]) for m, v in row["methods"].items()}
-                except json.JSONDecodeError as err:
-                    raise InputError(f"{path}: line {n}: not JSON ({err.msg})") from None
-                except (KeyError, TypeError, ValueError) as err:
-                    raise InputError(f"{path}: line {n}: field {err} missing or not a number (need question_id "
-                                     f"and methods.<name>.em)") from None
-    except FileNotFoundError:
-        raise InputError(f"{path}: not found") from None
+    for n, row in iter_jsonl(path):
+        if "question_id" not in row:
+            raise FormatError(path, n, "question_id", "missing")
+        methods = row.get("methods")
+        if not isinstance(methods, dict):
+            raise FormatError(path, n, "methods", "missing or not an object of method -> {em: ...}")
+        try:
+            out[str(row["question_id"])] = {m: float(v["em"]) for m, v in methods.items()}
+        except (KeyError, TypeError, ValueError):
+            raise FormatError(path, n, "methods.<name>.em", "missing or not a number") from None
     if not out:
-        raise InputError(f"{path}: no questions")
+        raise FormatError(path, None, None, "no questions")
     return out
 
 

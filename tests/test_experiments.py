@@ -79,8 +79,8 @@ def test_strategy_comparison_bad_input_is_one_line(tmp_path, capsys):
     other = _per_question(tmp_path / "b.jsonl", [("q2", {"majority": 1.0})])
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"question_id": "q1", "methods": {"majority": {"em": 1}}}\n{"question_id": "q2"}\n')
-    for args, message in [([good, other], "share no question"), ([good, broken], "broken.jsonl: line 2: field 'methods'"),
-                          ([good, tmp_path / "none.jsonl"], "none.jsonl: not found")]:
+    for args, message in [([good, other], "share no question"), ([good, broken], "broken.jsonl:2: field 'methods'"),
+                          ([good, tmp_path / "none.jsonl"], "none.jsonl: file not found")]:
         assert main([str(p) for p in args]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
