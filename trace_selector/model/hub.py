@@ -197,6 +197,13 @@ def update_card(checkpoint: str | Path, table: str, command: str | None = None, 
     return path
 
 
+def is_repo_id(path_or_repo: str | Path) -> bool:
+    """Whether a checkpoint argument names a Hub repo ('owner/name') rather than a local path: nothing
+    exists there and it has the shape of a repo id."""
+    text = str(path_or_repo)
+    return not Path(text).expanduser().exists() and not text.startswith((".", "/", "~")) and text.count("/") == 1
+
+
 def resolve(path_or_repo: str | Path, revision: str | None = None, cache_dir: str | Path | None = None,
             token: str | bool | None = None, local_files_only: bool = False) -> Path:
     """The local checkpoint folder of a folder path (or its ``selector/`` subfolder) or Hub repo id
@@ -207,7 +214,7 @@ def resolve(path_or_repo: str | Path, revision: str | None = None, cache_dir: st
             if (candidate / CONFIG).is_file():
                 return candidate
         raise InputError(f"{path}: not a selector checkpoint (no {CONFIG}; expected {CONFIG} + {WEIGHTS})")
-    if path.exists() or str(path_or_repo).startswith((".", "/", "~")) or str(path_or_repo).count("/") != 1:
+    if not is_repo_id(path_or_repo):
         raise InputError(f"{path_or_repo}: checkpoint folder not found (and not a Hub repo id 'owner/name')")
     from huggingface_hub import snapshot_download
 
@@ -224,7 +231,7 @@ def read_temperature(checkpoint: str | Path) -> float | None:
     """The temperature in ``<checkpoint>/calibration.json``; a Hub repo id is read from its snapshot
     (fetched like the selector itself). None: the checkpoint has no such file."""
     folder = Path(checkpoint).expanduser()
-    if not folder.exists() and str(checkpoint).count("/") == 1 and not str(checkpoint).startswith((".", "/", "~")):
+    if is_repo_id(checkpoint):
         folder = resolve(str(checkpoint))
     path = folder / CALIBRATION_FILE
     if not path.is_file():
