@@ -2,7 +2,8 @@
 # The LLM aggregators before and after they were made to run as their papers do, side by side on the
 # same dev questions with the same aggregator model:
 #   - SolAgg / SummAgg: free reasoning and a free answer scored against the gold (`solagg`, `summagg`)
-#     against the earlier candidate-constrained form, kept as `solagg_choice` / `summagg_choice`;
+#     against the earlier candidate-constrained form, kept as `solagg_choice` / `summagg_choice` (the two
+#     SummAgg forms integrate the same reports, generated once);
 #   - the TIPEX judge (`judge_gs`, `judge_tks`): the validity filter first and reasoning before the bare
 #     scores, against the code before that change (commit 8210b4c's parent, run from a git worktree).
 # docs/baselines.md holds the figures. About 25 minutes on a 2-core machine with AMX for the default

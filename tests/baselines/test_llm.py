@@ -209,6 +209,30 @@ def test_summagg_reports_then_integrates():
     assert f"[Report 3]\n{report}\nFinal answer of report 3: Paris" in integrate and "trailing" not in integrate
 
 
+def test_summagg_variants_share_reports():
+    def respond(prompt, req):
+        if "<report></report>" in prompt:
+            return f"<report>report {len(engine.requests)}</report>"
+        return "<answer>London</answer>"
+
+    engine, c = chat(respond)
+    groups = [make_group("q1"), make_group("q2", answers=("Rome", "Milan"))]
+    free = SummAgg(c).select(groups)
+    assert len(engine.requests) == 3 + 2 + 2
+    choice = SummAgg(c, choice=True).select(groups)
+    # the choice variant generates only its integrate calls, and shows the very same reports
+    new = engine.requests[7:]
+    assert len(new) == 2 and all("<report></report>" not in engine.decode(r.prompt_token_ids) for r in new)
+    for i in range(2):
+        assert engine.decode(new[i].prompt_token_ids) == engine.decode(engine.requests[5 + i].prompt_token_ids)
+    # each variant's cost still counts the reports, as if it ran alone
+    assert [p.extra["report_tokens"] for p in choice] == [p.extra["report_tokens"] for p in free]
+    # another chat (another engine or sampling setup) shares nothing
+    engine2, c2 = chat(respond)
+    SummAgg(c2, choice=True).select(groups)
+    assert len(engine2.requests) == 7
+
+
 def test_report_text_extraction():
     assert report_text("x <report> A </report> y") == "A"
     assert report_text("x <report> cut off") == "cut off"

@@ -38,6 +38,8 @@ the last run (``clipped_trajectories`` of ``shown_trajectories``) and the free a
 
 Every call of a question is batched with the same stage of every other question, so a pool costs
 one engine batch for SolAgg and two (reports, then integrate) for SummAgg, plus one for forced answers.
+``summagg`` and ``summagg_choice`` in one run share their reports (`SummAgg._reports`): the second
+pays only its integrate calls, and their comparison is paired on the same reports.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trace_selector.baselines import prompts
-from trace_selector.baselines.llm import Chat, free_answer, match_candidate
+from trace_selector.baselines.llm import Chat, Reply, free_answer, match_candidate
 from trace_selector.baselines.pick import majority_pick, pick_from
 from trace_selector.baselines.render import render_transcript, short_solution
 from trace_selector.records import QuestionGroup, Trajectory
@@ -254,7 +256,7 @@ class SummAgg(Aggregator):
                     clipped[gi].add(t.sample_id)
                 convs.append([{"role": "user", "content": prompts.SUMMAGG_REPORT.format(transcript=shown)}])
                 jobs.append((gi, t))
-        reports = self.chat(convs, cfg.report_tokens)
+        reports = self._reports(groups, jobs, convs)
 
         per_group: list[list[tuple[Trajectory, str]]] = [[] for _ in groups]
         cost_in, cost_out = [0] * len(groups), [0] * len(groups)
@@ -291,3 +293,15 @@ class SummAgg(Aggregator):
                 )
             )
         return picks
+
+    def _reports(self, groups: list[QuestionGroup], jobs: list[tuple[int, Trajectory]],
+                 convs: list[list[dict[str, str]]]) -> list[Reply]:
+        """One report per job; a report another SummAgg variant of this run already generated from the
+        same prompt is reused (`Chat.memo`), and its tokens still count in this method's cost, as if
+        it ran alone."""
+        memo = self.chat.memo.setdefault("summagg_reports", {})
+        keys = [(groups[gi].question_id, t.sample_id, conv[0]["content"]) for (gi, t), conv in zip(jobs, convs)]
+        todo = [i for i, key in enumerate(keys) if key not in memo]
+        for i, reply in zip(todo, self.chat([convs[i] for i in todo], self.chat.cfg.report_tokens)):
+            memo[keys[i]] = reply
+        return [memo[key] for key in keys]

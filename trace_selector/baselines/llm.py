@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from trace_selector.engines.base import Engine, GenRequest
 from trace_selector.errors import InputError
@@ -102,6 +103,10 @@ class Chat:
     def __init__(self, engine: Engine, cfg: LLMConfig):
         self.engine = engine
         self.cfg = cfg
+        self.memo: dict[str, dict[Any, Any]] = {}
+        """Outputs that the methods of one run on this chat share, by method family (SummAgg's reports:
+        ``summagg`` and ``summagg_choice`` integrate the same reports, so the two differ only in the
+        integrate step, and each report is generated once)."""
 
     def count(self, text: str) -> int:
         """Tokens of `text` under the engine's tokenizer."""
