@@ -27,6 +27,7 @@ from trace_selector.train import (
     selected_correct,
     train,
 )
+from trace_selector.train.data import PoolDataModule, shared_answers, split_validation
 
 from tests.conftest import one_thread, toy_graph
 
@@ -112,6 +113,43 @@ def test_val_split_is_stable_and_normalised():
     assert is_val_question("Who wrote Hamlet?", 0.5) == is_val_question("  who wrote hamlet ", 0.5)
     share = sum(is_val_question(f"question {i}", 0.2) for i in range(2000)) / 2000
     assert 0.17 < share < 0.23
+
+
+def test_answer_split_keeps_questions_that_share_answers_together():
+    # A chain: q0-q1 share "paris" (after normalisation), q2 links "paris" to "city of light", q3 has only
+    # the latter; 400 more questions repeat 40 answers.
+    golds = [["Paris"], ["paris "], ["Paris", "City of Light"], ["the City of Light"], ["Rome"], []]
+    golds += [[f"answer {i % 40}"] for i in range(400)]
+    groups = [QuestionGroup(f"q{i}", f"question {i}", g, []) for i, g in enumerate(golds)]
+    train, val = split_validation(groups, 0.3, "answer")
+    held = {g.question_id for g in val}
+    assert [g.question_id for g in train] == [g.question_id for g in groups if g.question_id not in held]
+    assert len({("q0" in held), ("q1" in held), ("q2" in held), ("q3" in held)}) == 1
+    assert shared_answers(train, val) == 0 and 0.15 < len(val) / len(groups) < 0.45
+    # The same pool split by question text puts most repeated answers on both sides.
+    by_question = split_validation(groups, 0.3, "question")
+    assert shared_answers(*by_question) > 0.8 * len(by_question[1])
+    with pytest.raises(ValueError, match="unknown validation split"):
+        split_validation(groups, 0.3, "article")
+    with pytest.raises(InputError, match="val_split"):
+        load_config(TrainConfig, None, ["data.source=synthetic", "data.val_split=article"])
+
+
+def test_question_split_warns_when_answers_are_shared(tmp_path):
+    pool = make_pool(SyntheticConfig(questions=24, k=6))
+    for i, group in enumerate(pool.groups):  # pairs of questions share an extra gold answer
+        group.golden_answers = [*group.golden_answers, f"shared {i // 2}"]
+        for t in group.trajectories:
+            t.golden_answers = group.golden_answers
+    write_pool(pool, tmp_path / "pool.jsonl")
+    common = ["data.source=pool", f"data.train_pool={tmp_path / 'pool.jsonl'}", "data.val_fraction=0.5"]
+    dm = PoolDataModule(tiny_config(tmp_path, *common))
+    with pytest.warns(UserWarning, match="share a gold answer with a training question"):
+        dm.setup()
+    assert dm.shared_answers > 0
+    dm = PoolDataModule(tiny_config(tmp_path, *common, "data.val_split=answer"))
+    dm.setup()
+    assert dm.shared_answers == 0 and dm.val_questions > 0
 
 
 def test_selected_correct_takes_first_argmax():

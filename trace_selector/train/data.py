@@ -3,13 +3,15 @@
 Training uses only questions whose candidates mix correct and incorrect answers (the others carry no
 selection signal); with ``data.subsets`` each epoch sees a fresh random subset of k of each question's
 trajectories (graph/subset.py), so one selector serves every budget. Validation is every held-out
-question at its full K (and at ``data.val_budgets``). The train/validation split is by a hash of the
-normalised question text, so it is stable across runs, pools and K.
+question at its full K (and at ``data.val_budgets``). Without a validation pool the training pool is
+split by a hash of the normalised question text, or of the gold answers it shares with other questions
+(``data.val_split``), so the split is stable across runs, pools and K.
 """
 
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,43 @@ def is_val_question(question: str, fraction: float) -> bool:
     """Stable split: the normalised question's sha1, read as a number in [0, 1), is below `fraction`."""
     digest = hashlib.sha1(normalize_answer(question).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def split_validation(groups: list[QuestionGroup], fraction: float, by: str = "question",
+                     ) -> tuple[list[QuestionGroup], list[QuestionGroup]]:
+    """Training and validation questions, in pool order. ``by="question"`` hashes each question's text;
+    ``by="answer"`` hashes one key per connected set of questions that share a normalised gold answer
+    (the set's smallest answer), so no gold answer is on both sides. Questions without gold answers
+    fall back to their text."""
+    if by == "question":
+        keys = [g.question for g in groups]
+    elif by == "answer":
+        parent: dict[str, str] = {}
+
+        def root(a: str) -> str:
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        answers = [sorted({normalize_answer(a) for a in g.golden_answers} - {""}) for g in groups]
+        for golds in answers:
+            for a in golds:
+                parent.setdefault(a, a)
+            for a in golds[1:]:
+                low, high = sorted((root(golds[0]), root(a)))
+                parent[high] = low  # the smaller answer stays the root: the key is the set's smallest answer
+        keys = [root(golds[0]) if golds else g.question for g, golds in zip(groups, answers)]
+    else:
+        raise ValueError(f"unknown validation split {by!r}: 'question' or 'answer'")
+    held = [is_val_question(key, fraction) for key in keys]
+    return [g for g, h in zip(groups, held) if not h], [g for g, h in zip(groups, held) if h]
+
+
+def shared_answers(train: list[QuestionGroup], val: list[QuestionGroup]) -> int:
+    """Validation questions with a normalised gold answer that some training question also has."""
+    seen = {normalize_answer(a) for g in train for a in g.golden_answers} - {""}
+    return sum(any(normalize_answer(a) in seen for a in g.golden_answers) for g in val)
 
 
 def is_mixed(graph: Any) -> bool:
@@ -59,6 +98,8 @@ class PoolDataModule(L.LightningDataModule):
         self.train_graphs: list | None = None
         self.val_graphs: list | None = None
         self.val_questions = 0
+        self.shared_answers: int | None = None
+        """Validation questions sharing a gold answer with a training question (None: not counted)."""
         self.pos_weight = 1.0
         if graphs is not None:
             self._set(*graphs)
@@ -94,8 +135,7 @@ class PoolDataModule(L.LightningDataModule):
             groups = _read(d.train_pool).groups
         if d.val_pool:
             return groups, _read(d.val_pool).groups
-        val = [g for g in groups if is_val_question(g.question, d.val_fraction)]
-        return [g for g in groups if not is_val_question(g.question, d.val_fraction)], val
+        return split_validation(groups, d.val_fraction, d.val_split)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_graphs is not None:
@@ -112,6 +152,11 @@ class PoolDataModule(L.LightningDataModule):
         if self.encoder.dim != m.embed_dim:
             raise InputError(f"model.embed_dim={m.embed_dim} but encoder {self.encoder.identity} gives {self.encoder.dim}")
         train_groups, val_groups = self._pools()
+        self.shared_answers = shared_answers(train_groups, val_groups)
+        if self.shared_answers and not d.val_pool and d.val_split == "question":
+            warnings.warn(f"{self.shared_answers} of {len(val_groups)} validation questions share a gold answer with a "
+                          "training question, so validation accuracy flatters the selector; data.val_split=answer "
+                          "keeps them apart", stacklevel=2)
         options = graph_options(m)
         train = load_or_build(Pool(train_groups), self.encoder, options, d.graph_cache).graphs
         val = load_or_build(Pool(val_groups), self.encoder, options, d.graph_cache).graphs

@@ -159,7 +159,10 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
 def validation_text(cfg: TrainConfig, dm: PoolDataModule) -> str:
     """The model card's account of where the checkpoint was chosen."""
     d = cfg.data
-    where = f"`{d.val_pool}`" if d.val_pool else f"a {d.val_fraction:g} hash split of the training questions"
+    where = (f"`{d.val_pool}`" if d.val_pool else
+             f"a {d.val_fraction:g} hash split of the training questions by {d.val_split}")
     views = f" at full K and first {', '.join(map(str, d.val_budgets))}" if d.val_budgets else ""
-    return (f"{where}, {dm.val_questions} questions{views}; the checkpoint was chosen on them, so scores "
+    shared = (f" ({dm.shared_answers} of them share a gold answer with a training question)"
+              if dm.shared_answers else "")
+    return (f"{where}, {dm.val_questions} questions{views}{shared}; the checkpoint was chosen on them, so scores "
             "there are not held-out")
