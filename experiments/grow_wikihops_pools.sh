@@ -2,15 +2,21 @@
 # Grow the multi-hop (wikihops) pools of the default policy setup (rollout/wikihops-standard.yaml) to
 # their target sizes, in an order that makes each pool usable early:
 #   1. train: 256 train questions x K=8 (a first selector can train on it);
-#   2. dev: 200 dev questions (0-199) x K=8, so the methods can be judged on held-out questions early
+#   2. dev: the first 200 dev questions x K=8, so the methods can be judged on held-out questions early
 #      (this stage came after 400 train questions until AVX2-only machines, ten times slower, made a
 #      usable dev pool the scarcer one);
 #   3. train: extended to all 2,162 train questions (target: >= 800 mixed questions; 42.5% of the policy
 #      study's dev questions were mixed);
 #   4. dev: extended to K=16;
-#   5. DivInit and standard sampling on the same 150 other dev questions (200-349) x K=8, the
+#   5. DivInit and standard sampling on the same 150 other dev questions (the next 150) x K=8, the
 #      matched-compute comparison (no other pool uses these questions);
 #   6. the sealed test pool: 400 test questions x K=16, last, because only the final evaluation reads it.
+#
+# The question files list each family in a block (comparison questions last), so stages 2-6 count
+# their questions in the mixed order (`order=mixed`): every pool holds each family in its share of
+# the split. Stage 1 ran in file order (bridge and compositional questions only); the train pool gets
+# its comparison questions in stage 3, and the first dev questions, made in file order before the
+# change, are all among the first 200 of the mixed order.
 #
 # Every stage is resumable and extendable (a killed stage continues from its shard; each stage
 # rewrites its pool with everything finished every 15 minutes). experiments/pools_job.sh runs it from a
@@ -31,9 +37,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/pool_stages.sh"
 "$py" -m trace_selector.cli data prepare --setting wikihops >/dev/null
 rollout() { retry "$py" -m trace_selector.cli rollout --config rollout/wikihops-standard.yaml "$@"; }
 train() { rollout --split train --limit "$1" --k 8 --out "$out/wikihops-train.jsonl.gz" "${@:2}"; }
-dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" "${@:2}"; }
-matched() { rollout --split dev --offset 200 --limit 150 --k 8 --out "$out/wikihops-dev-$1.jsonl.gz" "strategy=${2:-$1}" "${@:3}"; }
-sealed() { rollout --split test --limit "$1" --k 16 --out "$out/wikihops-test-sealed.jsonl.gz" "${@:2}"; }
-train 256 "$@"; dev 8 "$@"; train 2162 "$@"; dev 16 "$@"
+dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" order=mixed "${@:2}"; }
+matched() { rollout --split dev --offset 200 --limit 150 --k 8 --out "$out/wikihops-dev-$1.jsonl.gz" order=mixed "strategy=${2:-$1}" "${@:3}"; }
+sealed() { rollout --split test --limit "$1" --k 16 --out "$out/wikihops-test-sealed.jsonl.gz" order=mixed "${@:2}"; }
+train 256 "$@"; dev 8 "$@"; train 2162 order=mixed "$@"; dev 16 "$@"
 matched divinit divinit "$@"; matched standard150 standard "$@"
 sealed 400 "$@"

@@ -34,7 +34,7 @@ CKPTS=(--checkpoint trace=checkpoints/wikihops --checkpoint trace_grounded=check
        --checkpoint trace_official_optimiser="$OFFICIAL")
 ABLATION_RECIPE=training/wikihops.yaml
 ABLATION_VARIANTS=full,no_gnn,no_cross,no_qformer
-# DivInit and standard sampling on the same 150 dev questions (200-349) at K=8 (grow_wikihops_pools.sh).
+# DivInit and standard sampling on the same 150 dev questions (the mixed order's 200-349) at K=8 (grow_wikihops_pools.sh).
 DIVINIT=data/pools/wikihops-dev-divinit.jsonl.gz
 STANDARD150=data/pools/wikihops-dev-standard150.jsonl.gz
 source experiments/ship_lib.sh

@@ -219,6 +219,31 @@ def test_offset_takes_later_questions_with_split_positions_as_seeds(tmp_path):
         RolloutConfig(offset=-1)
 
 
+def test_mixed_order_counts_limits_across_families_and_a_pool_extends_in_either_order(tmp_path):
+    from trace_selector.search.setting import Question
+
+    qs = [Question(q.id, q.question, q.golden_answers, family=f) for q, f in zip(QS, "xxyy")]
+    out = tmp_path / "pool.jsonl"
+
+    def run(**over):
+        cfg = RolloutConfig(**{"k": 2, "chunk_questions": 1, "model": "fake", **over})
+        engine = FakeEngine(search_then_answer)
+        run_rollout(cfg, out, engine=engine, toolbox=SearchTools(FakeIndex(), top_k=2), questions=qs, progress=False)
+        return engine
+
+    engine = run(order="mixed", limit=2)
+    # the first two of the mixed order are one of each family; seeds keep the split positions 0 and 2
+    assert _pairs(out) == [(q, s) for q in "02" for s in (0, 1)]
+    assert {r.seed for r in engine.requests} == {0, 1, 2000, 2001}
+    assert read_meta(out).extra["order"] == "mixed"
+    engine = run(order="split", limit=3)  # extended in file order: only question 1 is new
+    assert {r.seed for r in engine.requests} == {1000, 1001}
+    assert _pairs(out) == [(q, s) for q in "012" for s in (0, 1)]
+    assert [g.question_id for g in read_pool(out).groups] == ["0", "1", "2"]
+    with pytest.raises(ValueError, match="order must be split or mixed"):
+        RolloutConfig(order="shuffled")
+
+
 def test_snapshots_write_the_finished_part_and_a_lost_shard_resumes_from_them(tmp_path, monkeypatch):
     ref, _ = _run(tmp_path / "ref.jsonl", model="fake")
     out = tmp_path / "pool.jsonl"

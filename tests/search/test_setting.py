@@ -98,3 +98,23 @@ def test_unknown_settings_and_missing_files(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="unknown bundled setting"):
         prepare("nosuch", out=tmp_path / "x")
     assert main(["data", "summary", "--setting", "wikileads"]) == 1
+
+
+def test_mixed_order_interleaves_families_in_their_shares():
+    from trace_selector.search.setting import mixed_order
+
+    small = [Question(i, "?", ["x"], family=f) for i, f in [("a0", "a"), ("a1", "a"), ("a2", "a"), ("b0", "b")]]
+    # step 2 ties (a and b both 2 short): the first-seen family wins
+    assert [q.id for q in mixed_order(small)] == ["a0", "a1", "b0", "a2"]
+    sizes = {"bridge": 11, "comparison": 5, "compositional": 2}  # in blocks, as wikihops writes them
+    qs = [Question(f"{f}{i}", "?", ["x"], family=f) for f, n in sizes.items() for i in range(n)]
+    mixed = mixed_order(qs)
+    assert sorted(q.id for q in mixed) == sorted(q.id for q in qs)
+    for family, n in sizes.items():
+        assert [q.id for q in mixed if q.family == family] == [f"{family}{i}" for i in range(n)]
+    for step in range(1, len(qs) + 1):
+        for family, n in sizes.items():
+            held = sum(q.family == family for q in mixed[:step])
+            assert abs(held - step * n / len(qs)) < 1, (step, family)
+    plain = [Question(str(i), "?", ["x"]) for i in range(5)]  # one family: the order is unchanged
+    assert mixed_order(plain) == plain and mixed_order([]) == []

@@ -46,6 +46,12 @@ class RolloutConfig:
     offset: int = 0
     """Skip the first `offset` questions of the split: a sealed pool starts after every question an
     earlier pool of the same split used."""
+    order: Literal["split", "mixed"] = "split"
+    """The order `offset` and `limit` count in: "split" (the question file's) or "mixed" (interleaved
+    by question family, so that every first N questions hold each family in its share of the split,
+    each family in its own order; for splits written family by family, as wikihops puts its comparison
+    questions last). Seeds follow the split order either way, and a pool grown in one order may be
+    extended in the other: it keeps every question it has."""
     k: int = 4
     """Trajectories per question (the budget N for partial rollout)."""
     strategy: Strategy = "standard"
@@ -95,6 +101,8 @@ class RolloutConfig:
             raise ValueError(f"offset must be >= 0, got {self.offset}")
         if self.strategy not in ("standard", "divinit", "partial", "replicas"):
             raise ValueError(f"strategy must be standard|divinit|partial|replicas, got {self.strategy!r}")
+        if self.order not in ("split", "mixed"):
+            raise ValueError(f"order must be split or mixed, got {self.order!r}")
         if self.agent_kind not in ("webqa", "browsing"):
             raise ValueError(f"agent_kind must be webqa or browsing, got {self.agent_kind!r}")
         if self.chunk_questions < 1:
@@ -203,7 +211,7 @@ class _Work:
     """The questions a run covers and what is left to generate for them."""
 
     order: list[str]
-    """Question ids of the pool, in split order (after offset and limit)."""
+    """Question ids of the pool, in `RolloutConfig.order` (after offset and limit)."""
     todo: list[tuple[Any, list[int]]]
     """(question, sample ids still missing) for every question with something left."""
     positions: dict[str, int]
@@ -278,8 +286,13 @@ def _run_locked(cfg: RolloutConfig, out: Path, engine: Any, toolbox: Any, questi
 
 
 def _plan_work(cfg: RolloutConfig, questions: list[Any], done: dict[str, set[int]]) -> _Work:
-    """The split's questions after `offset` and `limit`, and the sample ids the shard does not hold yet."""
+    """The split's questions (in `order`) after `offset` and `limit`, and the sample ids the shard does not
+    hold yet."""
     positions = {str(q.id): i for i, q in enumerate(questions)}
+    if cfg.order == "mixed":
+        from trace_selector.search.setting import mixed_order
+
+        questions = mixed_order(questions)
     questions = questions[cfg.offset:]
     questions = questions[: cfg.limit] if cfg.limit else questions
     order = [str(q.id) for q in questions]
@@ -441,6 +454,7 @@ def _pool_meta(cfg: RolloutConfig, checkpoint: dict[str, Any], trajectories: lis
         extra={"strategy_options": to_dict(cfg.strategy_options()) if cfg.strategy_options() else {},
                "strategy_stats": dict(checkpoint.get("stats", {})), "prompt_version": prompts.prompt_version(),
                "engine": info, "agent_kind": cfg.agent_kind, "offset": cfg.offset,
+               "order": cfg.order,
                "per_trajectory_seeds_applied": bool(info.get("per_request_seeds", False)),
                "resume_dropped_lines": dropped, "snapshot": snapshot, **({"adaptive": adaptive} if adaptive else {})},
     )

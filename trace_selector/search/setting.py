@@ -87,6 +87,23 @@ def read_questions(path: str | Path, split: str = "") -> list[Question]:
     return out
 
 
+def mixed_order(questions: list[Any]) -> list[Any]:
+    """`questions` interleaved by `family`, so that every prefix holds each family in its share of the
+    whole to within one question; each family keeps its own order. Each step takes the family furthest
+    below its share of the prefix (the first-seen family on a tie), so the order is deterministic."""
+    families: dict[str, list[Any]] = {}
+    for q in questions:
+        families.setdefault(getattr(q, "family", "") or "", []).append(q)
+    n, taken, out = len(questions), dict.fromkeys(families, 0), []
+    for step in range(1, n + 1):
+        # Integer shortfall (share of the prefix minus taken, times n); an exhausted family's is <= 0
+        # while the shortfalls sum to n, so one with questions left always wins.
+        name = max(families, key=lambda f: step * len(families[f]) - taken[f] * n)
+        out.append(families[name][taken[name]])
+        taken[name] += 1
+    return out
+
+
 def write_questions(questions: list[Question], path: str | Path) -> None:
     """Write questions as FlashRAG question JSONL, atomically, in the given order."""
     write_jsonl((q.to_dict() for q in questions), path)
