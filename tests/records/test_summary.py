@@ -62,3 +62,20 @@ def test_summary_says_when_the_pool_is_a_rollout_snapshot():
     text = summarize(Pool([_group("a", ["Paris", "Lyon"], ["Paris"])], meta, path="p.jsonl")).to_text()
     assert text.splitlines()[1].startswith("status           snapshot of a rollout in progress")
     assert "throughput       18.00 s per trajectory, 100 mixed questions per hour" in text
+
+
+def test_summary_counts_each_family_of_a_bundled_setting():
+    groups = [_group("wikihops-bridge-00001", ["Oslo", "Bergen"], ["Oslo"]),  # majority right, mixed
+              _group("wikihops-comparison-00007", ["no", "no"], ["yes"]),  # all wrong
+              _group("wikihops-bridge-00002", ["Turku", "Turku"], ["Turku"])]  # all right
+    s = summarize(Pool(groups, PoolMeta(setting="wikihops"), path="p.jsonl"))
+    assert list(s.families) == ["bridge", "comparison"]
+    assert s.families["bridge"] == {"questions": 2, "majority": 1.0, "oracle": 1.0, "mixed": 0.5}
+    assert s.families["comparison"] == {"questions": 1, "majority": 0.0, "oracle": 0.0, "mixed": 0.0}
+    assert ("families         bridge 2 (majority 1.000, oracle 1.000, mixed 50.0%); "
+            "comparison 1 (majority 0.000, oracle 0.000, mixed 0.0%)") in s.to_text()
+    # ids of another setting, or one id outside the pattern, name no family: no per-family figures
+    assert summarize(Pool(groups, PoolMeta(setting="wikileads"), path="p.jsonl")).families == {}
+    odd = groups + [_group("q17", ["x"], ["x"])]
+    assert summarize(Pool(odd, PoolMeta(setting="wikihops"), path="p.jsonl")).families == {}
+    assert "families" not in summarize(Pool(odd, PoolMeta(setting="wikihops"), path="p.jsonl")).to_text()

@@ -15,6 +15,9 @@ against the gold aliases; a question without gold is scored from the stored ``co
   as whole normalised words (did the agent find the answer, whatever it then wrote);
 - mixed per hour: mixed questions produced per hour of rollout wall time on the machine that wrote the
   pool (from the metadata's accounting), the signal a training pool buys per hour;
+- families (pools of the bundled settings, whose question ids read ``<setting>-<family>-<number>``):
+  questions, majority, oracle and mixed share per question family, so a pool that holds one family
+  only says so;
 - adaptive (a pool of an adaptive rollout, whose sidecar has an ``adaptive`` entry): trajectories
   sampled per question and why its questions stopped; per question under ``meta.extra.adaptive`` of
   ``--json``.
@@ -23,6 +26,7 @@ against the gold aliases; a question without gold is scored from the stored ``co
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from statistics import mean
@@ -78,6 +82,9 @@ class PoolSummary:
     """Mixed questions per hour of rollout wall time; None when the wall time is not recorded."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Non-empty fields of the pool's sidecar metadata."""
+    families: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per question family of a bundled setting, in first-seen order: scored questions, majority,
+    oracle and mixed share; empty when some scored question's id names no family of the pool's setting."""
 
     def to_json(self) -> str:
         """All fields as a JSON object."""
@@ -105,6 +112,10 @@ class PoolSummary:
             lines.append(f"mixed questions  {self.mixed:.1%} (some but not all trajectories correct)")
         else:
             lines.append("accuracy (EM)    n/a (no question has gold answers or stored correctness)")
+        if self.families:
+            lines.append("families         " + "; ".join(
+                f"{name} {int(f['questions'])} (majority {f['majority']:.3f}, oracle {f['oracle']:.3f}, "
+                f"mixed {f['mixed']:.1%})" for name, f in self.families.items()))
         if self.gold_in_evidence is not None:
             lines.append(f"gold in evidence {self.gold_in_evidence:.1%} of searching trajectories retrieved a gold alias")
         if self.mixed_per_hour is not None:
@@ -148,6 +159,26 @@ def _score(group: QuestionGroup) -> tuple[float, float, float, bool] | None:
     return hits / len(marks), majority, float(hits > 0), 0 < hits < len(marks)
 
 
+def family_of(question_id: str, setting: str) -> str | None:
+    """The family named by a bundled setting's question id, ``<setting>-<family>-<number>`` (the ids
+    search/wikileads.py and search/wikihops.py write); None for any other id."""
+    found = re.fullmatch(rf"{re.escape(setting)}-([a-z_]+)-\d+", question_id) if setting else None
+    return found.group(1) if found else None
+
+
+def _by_family(scored: list[tuple[QuestionGroup, tuple[float, float, float, bool]]],
+               setting: str) -> dict[str, dict[str, float]]:
+    names = [family_of(g.question_id, setting) for g, _ in scored]
+    if not names or None in names:
+        return {}
+    out: dict[str, list[tuple[float, float, float, bool]]] = {}
+    for name, (_, score) in zip(names, scored):
+        out.setdefault(name, []).append(score)
+    return {name: {"questions": len(rows), "majority": float(mean(r[1] for r in rows)),
+                   "oracle": float(mean(r[2] for r in rows)), "mixed": float(mean(r[3] for r in rows))}
+            for name, rows in out.items()}
+
+
 def gold_in_evidence(pool: Pool) -> float | None:
     """Share of trajectories that searched (in questions with gold) whose evidence holds a gold alias."""
     hits = []
@@ -167,7 +198,8 @@ def _spread(values: list[int]) -> tuple[int, float, int]:
 def summarize(pool: Pool) -> PoolSummary:
     """Summarise a pool already read (and checked) by `read_pool`."""
     trajectories = list(pool.trajectories())
-    scores = [s for s in map(_score, pool.groups) if s is not None]
+    scored = [(g, s) for g in pool.groups if (s := _score(g)) is not None]
+    scores = [s for _, s in scored]
     actions = Counter(step.action for t in trajectories for step in t.steps)
 
     def avg(i: int) -> float | None:
@@ -200,6 +232,7 @@ def summarize(pool: Pool) -> PoolSummary:
         seconds_per_trajectory=per_traj,
         mixed_per_hour=per_hour,
         meta=meta,
+        families=_by_family(scored, pool.meta.setting or ""),
     )
 
 
