@@ -22,7 +22,7 @@ from trace_selector.evaluate import (
     restrict,
     subset_sizes,
 )
-from trace_selector.records import Pool, QuestionGroup, Trajectory
+from trace_selector.records import Pool, PoolMeta, QuestionGroup, Trajectory
 
 from tests.conftest import ScriptedEngine
 
@@ -153,6 +153,26 @@ def test_empty_question_counts_as_wrong(tmp_path):
                    Pool(groups=[full, empty], path="mem"))
     assert res["methods"]["majority"]["em"] == 50.0 and res["methods"]["single"]["em"] == 50.0
     assert res["oracle_pass_at_k"] == 50.0 and res["budget_curve"]["majority"] == {"1": 50.0}
+
+
+def test_em_by_family_when_ids_name_two_families_of_the_setting(tmp_path):
+    def group(qid, gold, answers):
+        return QuestionGroup(qid, "Q?", [gold], [Trajectory(qid, "Q?", i, a) for i, a in enumerate(answers)])
+
+    groups = [group("wikihops-bridge-00001", "Oslo", ["Oslo", "Oslo"]),
+              group("wikihops-bridge-00002", "Turku", ["Bergen", "Bergen"]),
+              group("wikihops-comparison-00003", "yes", ["yes", "no"])]
+    cfg = EvalConfig(methods=["majority"], out=str(tmp_path / "r.json"), budget_subsets=2)
+    res = evaluate(cfg, Pool(groups, PoolMeta(setting="wikihops"), path="mem"))
+    assert res["families"] == {"bridge": 2, "comparison": 1}
+    assert res["methods"]["majority"]["em_by_family"] == {"bridge": 50.0, "comparison": 100.0}
+    table = format_table(res)
+    assert "| method | bridge (2) | comparison (1) |" in table and "| majority | 50.0 | 100.0 |" in table
+    # one family only, or ids that name none: no per-family figures
+    for setting, rows in (("wikihops", groups[:2]), ("wikileads", groups)):
+        res = evaluate(cfg, Pool(rows, PoolMeta(setting=setting), path="mem"))
+        assert "families" not in res and "em_by_family" not in res["methods"]["majority"]
+        assert "by question family" not in format_table(res)
 
 
 def test_cli_errors_are_one_line(pool_file, tmp_path, capsys):

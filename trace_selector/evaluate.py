@@ -27,6 +27,10 @@ with `reference`, with that method too): the mean EM difference, its 95% percent
 interval over questions (`bootstrap` resamples, seeded by `seed`) and the questions won and lost
 (`paired.py`). Majority vote is computed for this even when it is not in the method list.
 
+On a pool of a bundled setting whose questions come from two or more families (wikihops: bridge,
+compositional, comparison), results.json gets ``families`` and every row ``em_by_family``, and the
+table a second part with EM per family.
+
 A method that cannot run (no log-probs, no stated confidence, no checkpoint, no LLM engine) appears
 in results.json as ``{"skipped": reason}``; it is never scored as wrong.
 
@@ -429,6 +433,7 @@ def evaluate(cfg: EvalConfig, pool: Pool | None = None) -> dict[str, Any]:
     if engine is not None and hasattr(engine, "info"):
         results["engine"] = engine.info()
     add_paired(cfg, results, groups, runs)
+    add_families(results, groups, runs, pool.meta.setting or "")
 
     write_outputs(cfg, results, groups, runs)
     if cfg.calibration and calibrations:
@@ -469,6 +474,25 @@ def add_adaptive(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Ques
             calibrations[name] = cal
             entry["calibration"] = {**cal.to_dict(), "picks": "every question at full K"}
     return calibrations
+
+
+def add_families(results: dict[str, Any], groups: Sequence[QuestionGroup], runs: dict[str, MethodRun],
+                 setting: str) -> None:
+    """``families`` (questions per family) and each scored row's ``em_by_family``, when the pool's
+    question ids name two or more families of its bundled setting (records/summary.py): a method can
+    win on one family and lose on another, and wikihops' comparison questions have a 50% chance level."""
+    from trace_selector.records.summary import family_of
+
+    names = [family_of(g.question_id, setting) for g in groups]
+    if None in names or len(set(names)) < 2:
+        return
+    members: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        members.setdefault(name, []).append(i)  # type: ignore[arg-type]
+    results["families"] = {name: len(rows) for name, rows in members.items()}
+    for name, run in runs.items():
+        results["methods"][name]["em_by_family"] = {
+            fam: round(100.0 * sum(run.scores[i][0] for i in rows) / len(rows), 4) for fam, rows in members.items()}
 
 
 def add_paired(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[QuestionGroup],

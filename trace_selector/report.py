@@ -173,4 +173,11 @@ def format_table(results: dict[str, Any]) -> str:
             mine = f" {r['mean_trajectories']:.2f} | {'-' if tokens is None else f'{tokens:.0f}'} |"
         qps = "-" if r["questions_per_s"] is None else f"{r['questions_per_s']:.3g}"
         lines.append(f"| {name} | {r['em']:.1f} | {r['f1']:.1f} |{pairs}{mine} {qps} | {r['tokens_in']} | {r['tokens_out']} | {'; '.join(notes)} |")
+    families = results.get("families")
+    if families:
+        lines += ["", "EM by question family (questions):", "",
+                  "| method |" + "".join(f" {f} ({n}) |" for f, n in families.items()),
+                  "|---|" + "---:|" * len(families)]
+        lines += [f"| {name} |" + "".join(f" {r['em_by_family'][f]:.1f} |" for f in families)
+                  for name, r in results["methods"].items() if "em_by_family" in r]
     return "\n".join(lines)
