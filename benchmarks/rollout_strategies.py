@@ -19,10 +19,12 @@ Run (2 cores: about 10-20 minutes for 10 questions with both models):
     python benchmarks/rollout_strategies.py --setting wikileads --limit 10 --k 4 \\
         --models smollm2-135m,qwen2.5-coder-0.5b --json benchmarks/rollout_strategies.json
 
-    # partial rollout against standard at N = 8 on 40 multi-hop dev questions no pool uses (350-389)
+    # partial rollout against standard at N = 8 on 40 multi-hop dev questions no pool uses: positions
+    # 350-389 of the mixed order (the dev pools take its first 350; in split order 350-389 would be
+    # comparison questions that they use)
     python benchmarks/rollout_strategies.py --recipe rollout/wikihops-standard.yaml --setting wikihops \
         --offset 350 --limit 40 --k 8 --models qwen2.5-coder-1.5b --parts partial \
-        --json benchmarks/rollout_strategies-wikihops.json
+        --json benchmarks/rollout_strategies-wikihops.json order=mixed
 """
 
 from __future__ import annotations
