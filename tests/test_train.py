@@ -152,6 +152,30 @@ def test_question_split_warns_when_answers_are_shared(tmp_path):
     assert dm.shared_answers == 0 and dm.val_questions > 0
 
 
+def test_model_card_counts_questions_mixed_only_through_a_trajectory_the_graphs_leave_out(tmp_path):
+    pool = make_pool(SyntheticConfig(questions=24, k=6))
+    # Question 0: every trajectory right but one wrong one that never searched. The pool counts it mixed;
+    # its graph has no wrong candidate, so it cannot teach a ranking.
+    first = pool.groups[0]
+    assert not is_val_question(first.question, 0.25)  # a training question
+    for t in first.trajectories:
+        t.answer = first.golden_answers[0]
+    first.trajectories[0].answer, first.trajectories[0].steps = "Nobody", []
+    write_pool(pool, tmp_path / "pool.jsonl")
+    result = train(tiny_config(tmp_path, "data.source=pool", f"data.train_pool={tmp_path / 'pool.jsonl'}",
+                               "data.val_fraction=0.25", "optim.max_steps=1"))
+    dm = PoolDataModule(tiny_config(tmp_path, "data.source=pool", f"data.train_pool={tmp_path / 'pool.jsonl'}",
+                                    "data.val_fraction=0.25"))
+    dm.setup()
+    seen = dm.train_questions_seen
+    assert first.question_id not in {g.question_id for g in dm.train_graphs}
+    assert dm.train_drops.dropped["no_search"] == 1 and dm.train_drops.dropped["no_answer"] == 0
+    text = f"{len(dm.train_graphs)} of {seen} questions with a correct and a wrong candidate; " \
+           "trajectories left out of the graphs: 1 without a search that returned anything"
+    assert dm.training_text() == text
+    assert text in (result.selector_dir / "README.md").read_text()
+
+
 def test_selected_correct_takes_first_argmax():
     scores = torch.tensor([0.1, 0.9, 0.9, 0.5, -1.0])
     labels = torch.tensor([0.0, 1.0, 0.0, float("nan"), 1.0])

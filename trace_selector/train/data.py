@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
@@ -22,6 +22,9 @@ from trace_selector.errors import InputError
 from trace_selector.records import Pool, QuestionGroup
 from trace_selector.records.answers import normalize_answer
 from trace_selector.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from trace_selector.graph.plan import DropReport
 
 def is_val_question(question: str, fraction: float) -> bool:
     """Stable split: the normalised question's sha1, read as a number in [0, 1), is below `fraction`."""
@@ -100,6 +103,10 @@ class PoolDataModule(L.LightningDataModule):
         self.val_questions = 0
         self.shared_answers: int | None = None
         """Validation questions sharing a gold answer with a training question (None: not counted)."""
+        self.train_questions_seen = 0
+        """Training graphs before the mixed filter (`train_graphs` keeps the mixed ones)."""
+        self.train_drops: DropReport | None = None
+        """Trajectories of the training pool that the graphs leave out, per reason (None: graphs given)."""
         self.pos_weight = 1.0
         if graphs is not None:
             self._set(*graphs)
@@ -107,6 +114,7 @@ class PoolDataModule(L.LightningDataModule):
     def _set(self, train: list, val: list) -> None:
         from trace_selector.graph.subset import subset_graph
 
+        self.train_questions_seen = len(train)
         self.train_graphs = [g for g in train if is_mixed(g)]
         if not self.train_graphs:
             raise InputError("no training question mixes correct and incorrect answers: nothing to learn from")
@@ -158,9 +166,21 @@ class PoolDataModule(L.LightningDataModule):
                           "training question, so validation accuracy flatters the selector; data.val_split=answer "
                           "keeps them apart", stacklevel=2)
         options = graph_options(m)
-        train = load_or_build(Pool(train_groups), self.encoder, options, d.graph_cache).graphs
+        train = load_or_build(Pool(train_groups), self.encoder, options, d.graph_cache)
         val = load_or_build(Pool(val_groups), self.encoder, options, d.graph_cache).graphs
-        self._set(train, val)
+        self._set(train.graphs, val)
+        self.train_drops = train.report
+
+    def training_text(self) -> str:
+        """The model card's account of the questions the selector learned from: only questions with a
+        correct and a wrong candidate teach a ranking, and a pool's own count of mixed questions can be
+        higher when the only right (or wrong) trajectory is one the graphs leave out."""
+        text = f"{len(self.train_graphs)} of {self.train_questions_seen} questions with a correct and a wrong candidate"
+        if self.train_drops is not None:
+            why = {"no_answer": "without an answer", "no_search": "without a search that returned anything"}
+            left = ", ".join(f"{n} {why.get(reason, reason)}" for reason, n in self.train_drops.dropped.items() if n)
+            text += f"; trajectories left out of the graphs: {left or 'none'}"
+        return text
 
     def train_dataloader(self):
         from torch_geometric.loader import DataLoader

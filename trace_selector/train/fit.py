@@ -149,6 +149,7 @@ def train(cfg: TrainConfig, resume: bool = False, datamodule: PoolDataModule | N
         selector_dir = save_selector(net, run_dir / "selector", setting=cfg.setting, metrics=metrics,
                                      extra={"seed": cfg.seed, "trained with": "trace-selector train",
                                             **({"train pool": f"`{cfg.data.train_pool}`"} if cfg.data.source == "pool" else {}),
+                                            "training questions": dm.training_text(),
                                             "validation": validation_text(cfg, dm),
                                             "resolved config": "`training_config.yaml`"})
         dump_config(cfg, selector_dir / TRAINING_CONFIG)
