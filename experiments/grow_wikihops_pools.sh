@@ -5,11 +5,12 @@
 #   2. dev: the first 200 dev questions x K=8, so the methods can be judged on held-out questions early
 #      (this stage came after 400 train questions until AVX2-only machines, ten times slower, made a
 #      usable dev pool the scarcer one);
-#   3. train: extended to the mixed order's first 1,700 train questions (target: >= 800 mixed questions;
-#      of the first 256, 50% of bridge and 93% of compositional questions were mixed, so 1,700 give
-#      about 770 before the 280 comparison questions count; all 2,162 would cost 3,700 trajectories more,
-#      about 12 hours on a machine without AMX, before the sealed pool could start; a later run with
-#      --limit 2162 extends it);
+#   3. train: extended in steps of 100 questions of the mixed order until it holds 850 mixed questions
+#      (the target is >= 800; 850 leaves room for the few that are mixed only through a trajectory the
+#      graphs leave out), at most 1,700. The first 256 train questions were 50% mixed among bridge and
+#      93% among compositional questions, the first 104 dev ones 81% among comparison questions, so
+#      about 1,450 questions should do; every 100 fewer saves 800 trajectories, two hours on a machine
+#      without AMX, before the sealed pool can start. A later run with --limit 2162 extends the pool;
 #   4. dev: extended to K=16;
 #   5. DivInit and standard sampling on the same 150 other dev questions (the next 150) x K=8, the
 #      matched-compute comparison (no other pool uses these questions);
@@ -43,6 +44,21 @@ train() { rollout --split train --limit "$1" --k 8 --out "$out/wikihops-train.js
 dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" order=mixed "${@:2}"; }
 matched() { rollout --split dev --offset 200 --limit 150 --k 8 --out "$out/wikihops-dev-$1.jsonl.gz" order=mixed "strategy=${2:-$1}" "${@:3}"; }
 sealed() { rollout --split test --limit "$1" --k 16 --out "$out/wikihops-test-sealed.jsonl.gz" order=mixed "${@:2}"; }
-train 256 "$@"; dev 8 "$@"; train 1700 order=mixed "$@"; dev 16 "$@"
+# Stage 3: a step that ends short of its limit was stopped (drained), and so is the stage.
+mixed_train() {  # target, most questions, rollout overrides
+  local target=$1 most=$2 limit questions mixed
+  # A rerun starts at the step the pool had reached, not below it.
+  questions=$("$py" -m trace_selector.cli validate --field accounting.questions "$out/wikihops-train.jsonl.gz")
+  limit=$(( (questions + 99) / 100 * 100 )); (( limit >= 400 )) || limit=400; (( limit <= most )) || limit=$most
+  while :; do
+    train "$limit" order=mixed "${@:3}"
+    read -r questions mixed < <("$py" -m trace_selector.cli validate --json "$out/wikihops-train.jsonl.gz" |
+      "$py" -c 'import json, sys; d = json.load(sys.stdin); print(d["questions"], round(d["mixed"] * d["questions"]))')
+    echo "train pool: $questions questions, $mixed mixed (target $target)"
+    if (( mixed >= target || questions < limit || limit >= most )); then return; fi
+    limit=$(( limit + 100 > most ? most : limit + 100 ))
+  done
+}
+train 256 "$@"; dev 8 "$@"; mixed_train 850 1700 "$@"; dev 16 "$@"
 matched divinit divinit "$@"; matched standard150 standard "$@"
 sealed 400 "$@"
