@@ -326,8 +326,11 @@ def _generate(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, toolbox: 
     agent = Agent(engine, toolbox, cfg.agent, totals.accounting)
     ctx = StrategyContext(agent, cfg.k, seed=cfg.seed, options=cfg.strategy_options(), positions=work.positions)
     run = STRATEGIES[cfg.strategy]
+    # Trajectories arrive a chunk at a time, minutes apart: tqdm's default moving average then swings
+    # between bursts and pauses (a 9 s/traj run showed 21 s/traj and an ETA twice too long), while the
+    # mean rate since the start is a steady estimate.
     bar = tqdm(total=sum(len(ids) for _, ids in work.todo), unit="traj", disable=not progress,
-               desc=f"rollout {cfg.strategy}", dynamic_ncols=True)
+               desc=f"rollout {cfg.strategy}", dynamic_ncols=True, smoothing=0)
 
     def on_batch(results: list[Any]) -> None:
         secs = time.perf_counter() - totals.t_start
