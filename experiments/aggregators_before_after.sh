@@ -6,8 +6,9 @@
 #     SummAgg forms integrate the same reports, generated once);
 #   - the TIPEX judge (`judge_gs`, `judge_tks`): the validity filter first and reasoning before the bare
 #     scores, against the code before that change (commit 8210b4c's parent, run from a git worktree).
-# docs/baselines.md holds the figures. About 25 minutes on a 2-core machine with AMX for the default
-# 20 questions x 8; hours on an AVX2-only one. Start no other vLLM engine meanwhile (drain the pool job).
+# docs/baselines.md holds the figures. For the default 20 questions x 8 on 2 cores: about 25 minutes with
+# AMX, 90 (56 of them SummAgg's) with AVX-512 but no AMX, hours on AVX2 only. Start no other vLLM engine
+# meanwhile (drain the pool job).
 #
 #   experiments/aggregators_before_after.sh            # runs both, then prints the table
 #   DRY_RUN=1 experiments/aggregators_before_after.sh  # prints the commands only
@@ -36,8 +37,15 @@ fi
 if [[ ! -f $OUT/judge-before.json ]]; then
   git worktree prune
   [[ -d $SRC ]] || run git worktree add -q --detach "$SRC" "$BEFORE_JUDGE"
-  # The worktree's package first on the path: its judge, this checkout's environment and pools.
-  run env PYTHONPATH="$SRC" "$PY" -m trace_selector.cli evaluate "${common[@]}" --out "$OUT/judge-before.json" \
+  # Run from inside the worktree: `python -m` puts the working directory first on sys.path, ahead of
+  # PYTHONPATH and of this checkout's editable install, so only there is the old judge the one imported.
+  here=$PWD
+  [[ -n ${DRY_RUN:-} ]] || (cd "$SRC" && "$here/$PY" -c '
+import pathlib, sys, trace_selector
+where = pathlib.Path(trace_selector.__file__).resolve().parent
+sys.exit(0 if where == pathlib.Path("trace_selector").resolve() else f"error: imports {where}, not the worktree")')
+  run bash -c 'cd "$1" && shift && "$@"' _ "$SRC" "$here/$PY" -m trace_selector.cli evaluate \
+    --pool "$here/$POOL" "${common[@]:2}" --out "$here/$OUT/judge-before.json" \
     --methods majority,judge_gs,judge_tks
 fi
 [[ -n ${DRY_RUN:-} ]] && exit 0
