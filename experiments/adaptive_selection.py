@@ -217,8 +217,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.wave < 1 or a.tolerance < 0 or a.threads < 1 or a.bootstrap < 1:
         print("error: --wave, --threads and --bootstrap must be >= 1 and --tolerance >= 0", file=sys.stderr)
         return 1
+    defaults = list(setting.checkpoints)
+    if a.checkpoint is None:  # a setting's selectors may not be trained yet: voting rows alone then
+        missing = [c for c in defaults if not (ROOT / c.split("=", 1)[1]).exists()]
+        if missing and a.sealed:
+            print(f"error: --sealed needs the setting's selectors, and {', '.join(missing)} are not there "
+                  "(the sealed pool is read once, so not without them)", file=sys.stderr)
+            return 1
+        for c in missing:
+            print(f"note: {c.split('=', 1)[1]} not shipped yet: its row is left out", file=sys.stderr)
+        defaults = [c for c in defaults if c not in missing]
     try:
-        checkpoints = named_checkpoints(a.checkpoint or list(setting.checkpoints))
+        checkpoints = named_checkpoints(a.checkpoint if a.checkpoint is not None else defaults)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

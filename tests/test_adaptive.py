@@ -310,6 +310,16 @@ def test_benchmark_chooses_on_dev_and_opens_the_sealed_pool_only_when_asked(tmp_
         missing = tmp_path / "wikihops-dev.jsonl.gz"
         assert bench.main(["--setting", "wikihops", "--pool", str(missing)] + args[2:]) == 1
         assert "wikihops-dev.jsonl.gz: dev pool not found" in capsys.readouterr().err
+        # A setting whose selectors are not trained yet: the voting rows alone, but never the sealed run.
+        monkeypatch.setitem(bench.SETTINGS, "wikihops", dataclasses.replace(
+            bench.SETTINGS["wikihops"], checkpoints=("trace=checkpoints/not-trained-yet",), sealed_pool=held))
+        no_selector = ["--setting", "wikihops", "--pool", str(dev), "--bootstrap", "20", "--record", str(tmp_path / "r.txt")]
+        assert bench.main(no_selector + ["--out", str(tmp_path / "votes.json")]) == 0
+        assert "checkpoints/not-trained-yet not shipped yet" in capsys.readouterr().err
+        rows = {r["row"] for r in json.loads((tmp_path / "votes.json").read_text())["dev"]["rows"]}
+        assert rows == {"majority_adaptive_ac", "majority_adaptive_esc"}
+        assert bench.main(no_selector + ["--sealed"]) == 1
+        assert "--sealed needs the setting's selectors" in capsys.readouterr().err and not (tmp_path / "r.txt").exists()
         # The sealed pool is never a dev pool.
         assert bench.main(["--pool", str(held)] + args[2:]) == 1
         assert "is the sealed test pool" in capsys.readouterr().err

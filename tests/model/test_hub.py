@@ -129,6 +129,16 @@ def test_not_a_checkpoint(tmp_path):
         SelectorNet.load_checkpoint(tmp_path / "nope" / "deeper")
 
 
+def test_a_missing_folder_shaped_like_a_repo_id_says_both(tmp_path, monkeypatch):
+    from trace_selector.model.hub import resolve
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputError, match=r"^checkpoints/not-trained: no checkpoint folder there, and cannot fetch "
+                                         r"it as Hub repo 'checkpoints/not-trained' \("):
+        resolve("checkpoints/not-trained", cache_dir=tmp_path / "hub", local_files_only=True)
+
+
 def test_publish_without_network_is_one_line_error(saved, capsys):
     _, out = saved
     with pytest.raises(InputError, match="publish me/sel to http://127.0.0.1:9 failed"):

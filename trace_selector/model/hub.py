@@ -224,7 +224,9 @@ def resolve(path_or_repo: str | Path, revision: str | None = None, cache_dir: st
             local_files_only=local_files_only, allow_patterns=FILES,
         ))
     except Exception as err:  # offline, unknown repo, auth: all one line for the CLI
-        raise InputError(f"{path_or_repo}: cannot fetch selector from the Hub ({_one_line(err)})") from err
+        # A mistyped local folder such as 'checkpoints/name' also has a repo id's shape: say both.
+        raise InputError(f"{path_or_repo}: no checkpoint folder there, and cannot fetch it as Hub repo "
+                         f"'{path_or_repo}' ({_one_line(err)})") from err
 
 
 def read_temperature(checkpoint: str | Path) -> float | None:
