@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="whose dev and sealed pools, shipped selectors and sealed record are the defaults")
     p.add_argument("--pool", type=Path, default=None, help="dev pool the choices are made on (default: the setting's)")
     p.add_argument("--checkpoint", action="append", default=None, metavar="NAME=PATH",
-                   help="selector rows (default: the setting's trace and trace_grounded checkpoints)")
+                   help="selector rows (default: the setting's trace and trace_grounded checkpoints, those that exist)")
     p.add_argument("--wave", type=int, default=2, help="trajectories per wave (default 2)")
     p.add_argument("--tolerance", type=float, default=0.5, help="EM points a row may lose to its target (default 0.5)")
     p.add_argument("--threads", type=int, default=1, help="torch and encoder threads (default 1)")
