@@ -7,8 +7,11 @@ may stop sampling once it is sure, against the fixed K = 16 it otherwise reads.
 
 Rows (trace_selector/adaptive.py): Adaptive-Consistency (`majority_adaptive_ac`), Early-Stopping
 Self-Consistency (`majority_adaptive_esc`) and each shipped selector stopping on its calibrated
-confidence (`trace_adaptive`, `trace_grounded_adaptive`), trajectories arriving in sample_id order in
-waves of `--wave`. Everything is chosen on the dev pool, in-sample (so the dev rows are optimistic):
+confidence (`trace_adaptive`, `trace_grounded_adaptive`), trajectories arriving in waves of `--wave`.
+A new rollout draws its first trajectories at random, so each row is replayed on `--orders` random
+orders of arrival of every question's trajectories (seeded; `--orders 0`: the pool's sample order
+alone) and its figures are the means over them: a threshold chosen on one order fits that order's
+luck. Everything is chosen on the dev pool, in-sample (so the dev rows are optimistic):
 
 - each selector's temperature, fitted on every wave of every dev question (calibration.py);
 - per row, the threshold (and for selectors the first wave allowed to stop) with the fewest
@@ -70,8 +73,10 @@ class Choice:
     """Selector rows: the temperature fitted on the dev pool."""
 
 
-def histories(groups: list, checkpoints: dict[str, str], wave: int, threads: int) -> dict[str, Any]:
-    """Every wave of every question for each row (selectors scored once per wave over all questions)."""
+def histories(groups: list, checkpoints: dict[str, str], wave: int, threads: int,
+              orders: list[list[list[int]] | None]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The rows, and for each every wave of every question once per order of arrival (selectors scored
+    once per wave over all questions)."""
     import torch
 
     from trace_selector.adaptive import AdaptiveConfig, build_adaptive
@@ -84,15 +89,19 @@ def histories(groups: list, checkpoints: dict[str, str], wave: int, threads: int
     for name, path in checkpoints.items():
         trace = TraceMethod(path, Pool(groups=groups), name=name, encoder_threads=threads)
         rows[f"{name}_adaptive"] = build_adaptive(f"{name}_adaptive", cfg, trace)
+    replays: dict[str, list[Any]] = {}
     for name, method in rows.items():
         t0 = time.perf_counter()
-        method.history = method.waves(groups)
-        print(f"{name}: {len(groups)} questions, every wave scored in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    return rows
+        replays[name] = [method.waves(groups, order) for order in orders]
+        print(f"{name}: {len(groups)} questions x {len(orders)} orders, every wave scored in "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return rows, replays
 
 
-def tables(rows: dict[str, Any], groups: list, temperatures: dict[str, float]) -> dict[str, Any]:
-    """`WaveTable` per row, selector statistics read at the given temperatures."""
+def tables(rows: dict[str, Any], replays: dict[str, list[Any]], groups: list,
+           temperatures: dict[str, float]) -> dict[str, Any]:
+    """`WaveTable` per row, its orders stacked (row r * questions + q), selector statistics read at the
+    given temperatures."""
     from trace_selector.adaptive import ConfidenceRule, WaveTable, restate
     from trace_selector.evaluate import em_of
 
@@ -100,9 +109,17 @@ def tables(rows: dict[str, Any], groups: list, temperatures: dict[str, float]) -
     for name, method in rows.items():
         if isinstance(method.rule, ConfidenceRule):
             method.rule.temperature = temperatures[name]
-            restate(method.history, method.rule)
-        out[name] = WaveTable.build(method.history, groups, em_of)
+            for history in replays[name]:
+                restate(history, method.rule)
+        out[name] = WaveTable.stack([WaveTable.build(history, groups, em_of) for history in replays[name]])
     return out
+
+
+def arrival(groups: list, orders: int, seed: int) -> list[list[list[int]] | None]:
+    """`orders` seeded random orders of arrival (`--orders`); none: the pool's sample order alone."""
+    from trace_selector.adaptive import arrival_orders
+
+    return [arrival_orders(groups, seed + r) for r in range(orders)] if orders else [None]
 
 
 def choose(name: str, table: Any, target: float, label: str, tolerance: float, temperature: float | None) -> Choice:
@@ -125,8 +142,8 @@ def choose(name: str, table: Any, target: float, label: str, tolerance: float, t
     return Choice(name, label, best[2].threshold, best[1], temperature)  # type: ignore[misc]
 
 
-def report(title: str, groups: list, rows: dict[str, Any], tabs: dict[str, Any], choices: list[Choice],
-           k: int, resamples: int, tolerance: float) -> dict[str, Any]:
+def report(title: str, groups: list, tabs: dict[str, Any], choices: list[Choice],
+           k: int, resamples: int, tolerance: float, orders: int) -> dict[str, Any]:
     """Print one pool's table (and the paired comparison at the common target); return it as a dict."""
     import numpy as np
 
@@ -134,29 +151,37 @@ def report(title: str, groups: list, rows: dict[str, Any], tabs: dict[str, Any],
 
     majority_fixed = tabs["majority_adaptive_ac"].point(math.inf)
     print(f"\n{title}: {len(groups)} questions, K={k}; majority vote at K={k}: EM {majority_fixed.em:.1f}")
-    print("| row | target | threshold | first wave | T | EM | EM fixed K | trajectories | x K | fewer | gen. tokens | x tokens |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"EM and cost: means over {'the sample order' if orders == 0 else f'{orders} random orders of arrival'} "
+          "(EM sd: their spread)")
+    print("| row | target | threshold | first wave | T | EM | EM sd | EM fixed K | trajectories | x K | fewer | gen. tokens "
+          "| x tokens |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     out: dict[str, Any] = {"pool": title, "questions": len(groups), "k": k, "rows": []}
+    replays = len(tabs["majority_adaptive_ac"].em) // max(1, len(groups))
     per_question: dict[tuple[str, str], list[float]] = {}
     ems: dict[tuple[str, str], list[float]] = {}
     for c in choices:
         table = tabs[c.row].from_wave(c.first_wave)
         point, fixed = table.point(c.threshold), table.point(math.inf)
+        at = table.stops(c.threshold)
+        # [orders, questions]: the spread over orders, and each question's mean over them for pairing
+        seen = table.seen[np.arange(len(at)), at].reshape(replays, len(groups))
+        em = table.em[np.arange(len(at)), at].reshape(replays, len(groups))
+        sd = float(100 * em.mean(axis=1).std())
+        per_question[(c.row, c.target)] = seen.mean(axis=0).tolist()
+        ems[(c.row, c.target)] = em.mean(axis=0).tolist()
         tokens = point.mean_generated_tokens
         token_ratio = None if tokens is None or not fixed.mean_generated_tokens else tokens / fixed.mean_generated_tokens
         thr = "-" if math.isinf(c.threshold) else f"{c.threshold:.4g}"
         print(f"| {c.row} | {c.target} | {thr} | {c.first_wave} | {'-' if c.temperature is None else f'{c.temperature:.3g}'} "
-              f"| {point.em:.1f} | {fixed.em:.1f} | {point.mean_trajectories:.2f} | {point.mean_trajectories / k:.3f} "
+              f"| {point.em:.1f} | {sd:.1f} | {fixed.em:.1f} | {point.mean_trajectories:.2f} | {point.mean_trajectories / k:.3f} "
               f"| {k / point.mean_trajectories:.2f}x | {'-' if tokens is None else f'{tokens:.0f}'} "
               f"| {'-' if token_ratio is None else f'{token_ratio:.3f}'} |")
         out["rows"].append({"row": c.row, "target": c.target, "threshold": None if math.isinf(c.threshold) else c.threshold,
                             "first_wave": c.first_wave, "temperature": c.temperature, "em": point.em,
-                            "fixed_k_em": fixed.em, "mean_trajectories": point.mean_trajectories,
+                            "em_sd_over_orders": sd, "fixed_k_em": fixed.em, "mean_trajectories": point.mean_trajectories,
                             "trajectory_ratio": point.mean_trajectories / k, "mean_generated_tokens": tokens,
                             "token_ratio": token_ratio})
-        at = table.stops(c.threshold)
-        per_question[(c.row, c.target)] = table.seen[np.arange(len(at)), at].tolist()
-        ems[(c.row, c.target)] = table.em[np.arange(len(at)), at].tolist()
     # At (near-)equal EM: rows that reached majority vote's fixed-K EM, paired question by question.
     common = [key for key in per_question if key[1] == "majority fixed K"]
     matched = [(a, b) for i, a in enumerate(common) for b in common[i + 1:]
@@ -183,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="selector rows (default: the setting's trace and trace_grounded checkpoints, those that exist)")
     p.add_argument("--wave", type=int, default=2, help="trajectories per wave (default 2)")
     p.add_argument("--tolerance", type=float, default=0.5, help="EM points a row may lose to its target (default 0.5)")
+    p.add_argument("--orders", type=int, default=20,
+                   help="random orders of arrival every row is replayed on, its figures their means (default 20; "
+                        "0: the pool's sample order alone)")
+    p.add_argument("--order-seed", type=int, default=0, help="order r is drawn with default_rng(order seed + r)")
     p.add_argument("--threads", type=int, default=1, help="torch and encoder threads (default 1)")
     p.add_argument("--bootstrap", type=int, default=10_000, help="paired bootstrap resamples")
     p.add_argument("--out", type=Path, default=None, help="JSON of the choices and tables")
@@ -214,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.sealed and a.record.exists():
         print(f"error: {a.record} exists: the sealed pool has been evaluated adaptively once already", file=sys.stderr)
         return 1
-    if a.wave < 1 or a.tolerance < 0 or a.threads < 1 or a.bootstrap < 1:
-        print("error: --wave, --threads and --bootstrap must be >= 1 and --tolerance >= 0", file=sys.stderr)
+    if a.wave < 1 or a.tolerance < 0 or a.threads < 1 or a.bootstrap < 1 or a.orders < 0:
+        print("error: --wave, --threads and --bootstrap must be >= 1, --tolerance and --orders >= 0", file=sys.stderr)
         return 1
     defaults = list(setting.checkpoints)
     if a.checkpoint is None:  # a setting's selectors may not be trained yet: voting rows alone then
@@ -236,10 +265,11 @@ def main(argv: list[str] | None = None) -> int:
 
     dev = restrict(read_pool(a.pool).groups, None)
     k = max(len(g.trajectories) for g in dev)
-    rows = histories(dev, checkpoints, a.wave, a.threads)
-    temperatures = {f"{n}_adaptive": fit_temperature(wave_items(rows[f"{n}_adaptive"].history, dev, em_of))
+    rows, replays = histories(dev, checkpoints, a.wave, a.threads, arrival(dev, a.orders, a.order_seed))
+    temperatures = {f"{n}_adaptive": fit_temperature([item for history in replays[f"{n}_adaptive"]
+                                                      for item in wave_items(history, dev, em_of)])
                     for n in checkpoints}
-    tabs = tables(rows, dev, temperatures)
+    tabs = tables(rows, replays, dev, temperatures)
     majority_em = tabs["majority_adaptive_ac"].point(math.inf).em
     choices: list[Choice] = []
     for name, table in tabs.items():
@@ -254,16 +284,18 @@ def main(argv: list[str] | None = None) -> int:
     defaults = [Choice("majority_adaptive_ac", "default", base.ac_threshold)]
     defaults += [Choice(f"{n}_adaptive", "default", base.trace_threshold, base.min_waves, temperatures[f"{n}_adaptive"])
                  for n in checkpoints]
-    results = {"dev": report(f"dev {a.pool.name} (choices made here, in-sample)", dev, rows, tabs,
-                             choices + defaults, k, a.bootstrap, a.tolerance),
-               "wave": a.wave, "tolerance": a.tolerance, "temperatures": temperatures}
+    results = {"dev": report(f"dev {a.pool.name} (choices made here, in-sample)", dev, tabs,
+                             choices + defaults, k, a.bootstrap, a.tolerance, a.orders),
+               "wave": a.wave, "tolerance": a.tolerance, "orders": a.orders, "order_seed": a.order_seed,
+               "temperatures": temperatures}
 
     if a.sealed:
         sealed = restrict(read_pool(sealed_pool).groups, None)
-        rows = histories(sealed, checkpoints, a.wave, a.threads)
-        tabs = tables(rows, sealed, temperatures)
-        results["sealed"] = report(f"sealed {sealed_pool.name} (dev choices applied)", sealed, rows, tabs,
-                                   choices + defaults, max(len(g.trajectories) for g in sealed), a.bootstrap, a.tolerance)
+        rows, replays = histories(sealed, checkpoints, a.wave, a.threads, arrival(sealed, a.orders, a.order_seed))
+        tabs = tables(rows, replays, sealed, temperatures)
+        results["sealed"] = report(f"sealed {sealed_pool.name} (dev choices applied)", sealed, tabs,
+                                   choices + defaults, max(len(g.trajectories) for g in sealed), a.bootstrap, a.tolerance,
+                                   a.orders)
         a.record.write_text(f"experiments/adaptive_selection.py --sealed ran on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
                             + json.dumps(results["sealed"], indent=1, default=str) + "\n")
     if a.out:

@@ -19,11 +19,13 @@ from trace_selector.adaptive import (
     ConfidenceRule,
     WaveTable,
     WindowRule,
+    arrival_orders,
     beta_lead_probability,
     build_adaptive,
     choose_threshold,
     prefix_of,
     stop_index,
+    stopped_pick,
     top_votes,
     usage,
     wave_sizes,
@@ -174,6 +176,33 @@ def test_wave_table_replays_what_select_does():
     assert min(table.from_wave(3).seen[range(5), table.from_wave(3).stops(0.0)]) == 3
 
 
+def test_points_at_many_thresholds_equal_one_replay_each():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        rows, width = rng.integers(1, 9), rng.integers(1, 6)
+        waves = rng.integers(1, width + 1, size=rows)  # questions of different K
+        valid = np.arange(width)[None, :] < waves[:, None]
+        stat = rng.choice([0.1, 0.4, 0.5, 0.7, 0.9, np.nan], size=(rows, width))  # ties and NaN on purpose
+        stat[~valid] = np.nan
+        seen = np.where(valid, 2 * (np.arange(width)[None, :] + 1), 0.0)
+        tokens = np.where(valid, rng.integers(1, 50, size=(rows, width)), np.nan).astype(float)
+        if trial % 3 == 0:
+            tokens[0, 0] = np.nan  # an unknown count at one stop makes that threshold's tokens unknown
+        em = np.where(valid, rng.integers(0, 2, size=(rows, width)), 0.0).astype(float)
+        table = WaveTable(stat, valid, seen, tokens, em)
+        for t, got in zip(table.thresholds() + [0.0, 0.45, 0.95], table.points(table.thresholds() + [0.0, 0.45, 0.95])):
+            at = table.stops(t)
+            picked = tokens[np.arange(rows), at]
+            assert got.em == pytest.approx(100 * em[np.arange(rows), at].mean())
+            assert got.mean_trajectories == pytest.approx(seen[np.arange(rows), at].mean())
+            if np.isnan(picked).any():
+                assert got.mean_generated_tokens is None
+            else:
+                assert got.mean_generated_tokens == pytest.approx(picked.mean())
+
+
 def test_choose_threshold_reaches_the_target_with_the_fewest_trajectories():
     # Two questions, two waves of two. q0 is right only after wave 2; q1 is right at once.
     groups = [group_of(["y", "x", "x", "x"], qid="0"), group_of(["x", "x", "y", "x"], qid="1")]
@@ -189,6 +218,27 @@ def test_choose_threshold_reaches_the_target_with_the_fewest_trajectories():
     assert choose_threshold(table, target_em=101.0, tolerance=0.0).em == 100.0  # unreachable: the best EM
 
 
+def test_arrival_orders_replay_other_prefixes_and_stack_to_their_mean():
+    groups = [group_of(["y", "y", "x", "x", "x", "x"], qid="0"), group_of(["x", "x", "y", "y"], qid="1")]
+    orders = arrival_orders(groups, seed=3)
+    assert orders == arrival_orders(groups, seed=3) != arrival_orders(groups, seed=4)  # seeded
+    assert [sorted(o) for o in orders] == [list(range(6)), list(range(4))]  # each a permutation of the sample ids
+    # A prefix holds the first n to arrive, in arrival order, and the window rule reads that order.
+    prefix = prefix_of(groups[0], 3, [4, 0, 1, 2, 3, 5])
+    assert [t.sample_id for t in prefix.trajectories] == [4, 0, 1]
+    assert window_agrees(prefix, 2) and not window_agrees(prefix_of(groups[0], 3, [0, 1, 2, 3, 4, 5]), 2)
+    # ESC in sample order: q0 stops at once on the wrong "y y"; with x first it is right.
+    esc = AdaptiveMethod("esc", Majority(), WindowRule(2), wave=2)
+    flipped = [[2, 3, 0, 1, 4, 5], [0, 1, 2, 3]]
+    tables = [WaveTable.build(esc.waves(groups, orders), groups, em_of) for orders in (None, flipped)]
+    assert [t.point(1.0).em for t in tables] == [50.0, 100.0]
+    both = WaveTable.stack(tables)
+    assert both.statistic.shape == (4, 3)  # two replays of two questions, the widest has 3 waves
+    assert both.point(1.0).em == 75.0 and both.point(1.0).mean_trajectories == 2.0
+    with pytest.raises(ValueError, match="2 lists for 1 questions"):
+        esc.waves(groups[:1], flipped)
+
+
 def test_usage_of_fixed_and_expectation_picks():
     g = group_of(["x", "y", "x"], tokens=[10, 20, 30])
     assert usage(g, Pick("q", 0, "x")) == (3.0, 60)
@@ -197,7 +247,7 @@ def test_usage_of_fixed_and_expectation_picks():
 
 
 def test_config_errors():
-    for bad, message in [({"wave": 0}, "wave must be >= 1"), ({"ac_threshold": 1.5}, "ac_threshold must be in"),
+    for bad, message in [({"wave": 0}, "wave must be >= 1"), ({"orders": -1}, "orders must be >= 0"), ({"ac_threshold": 1.5}, "ac_threshold must be in"),
                          ({"confidence": "entropy"}, "confidence must be"), ({"min_waves": 0}, "min_waves"),
                          ({"temperature": {"trace_adaptive": -1}}, "must be a number > 0")]:
         with pytest.raises(ValueError, match=message):
@@ -220,7 +270,7 @@ def test_evaluate_with_adaptive_rows_on_a_synthetic_pool(tmp_path, capsys):
     from trace_selector.cli import main
     from trace_selector.model import ModelConfig, SelectorNet
     from trace_selector.model.hub import save_selector
-    from trace_selector.records import write_pool
+    from trace_selector.records import read_pool, write_pool
     from trace_selector.records.synthetic import SyntheticConfig, make_pool
 
     pool = make_pool(SyntheticConfig(questions=6, k=7, k_min=5, seed=3))
@@ -273,6 +323,19 @@ def test_evaluate_with_adaptive_rows_on_a_synthetic_pool(tmp_path, capsys):
         assert {int(s) for s in q["scores"]} <= set(range(used))
     for png in (plot, rel):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # adaptive.orders: every adaptive row replayed on random orders too, its means what a hand replay gives.
+    assert main(["evaluate", "--pool", str(path), "--methods", "majority_adaptive_esc", "--out", str(out),
+                 "seed=5", "adaptive.orders=3"]) == 0
+    assert "over 3 random orders: EM" in capsys.readouterr().out
+    esc = build_adaptive("majority_adaptive_esc", AdaptiveConfig(wave=2))
+    groups = read_pool(path).groups
+    replays = [[stopped_pick(w, 1.0) for w in esc.waves(groups, arrival_orders(groups, 5 + r))] for r in range(3)]
+    ems = [100 * sum(em_of(g, p) for g, p in zip(groups, picks)) / len(groups) for picks in replays]
+    orders = json.loads(out.read_text())["methods"]["majority_adaptive_esc"]["over_orders"]
+    assert orders["orders"] == 3 and orders["em"] == pytest.approx(sum(ems) / 3, abs=1e-3)
+    assert orders["em_min"] == pytest.approx(min(ems), abs=1e-3)
+    assert orders["mean_trajectories"] == pytest.approx(
+        sum(usage(g, p)[0] for picks in replays for g, p in zip(groups, picks)) / (3 * len(groups)), abs=1e-3)
     # A stray per-row setting is one line naming the rows of the run.
     assert main(["evaluate", "--pool", str(path), "--methods", "majority_adaptive_esc", "--out", str(out),
                  "adaptive.temperature={trace_adaptive: 2.0}"]) == 1
@@ -325,6 +388,26 @@ def test_benchmark_chooses_on_dev_and_opens_the_sealed_pool_only_when_asked(tmp_
         assert "is the sealed test pool" in capsys.readouterr().err
         assert bench.main(args + ["--out", str(tmp_path / "dev.json")]) == 0
         assert "sealed" not in json.loads((tmp_path / "dev.json").read_text()) and not (tmp_path / "rec.txt").exists()
+        # A row's figures are means over the orders of arrival: ESC (no choice) replayed by hand agrees.
+        from trace_selector.adaptive import arrival_orders
+        from trace_selector.records import read_pool
+
+        groups = read_pool(dev).groups
+        esc = build_adaptive("majority_adaptive_esc", AdaptiveConfig(wave=2))
+
+        def esc_em(orders):
+            picks = [stopped_pick(w, 1.0) for w in esc.waves(groups, orders)]
+            return 100 * sum(em_of(g, p) for g, p in zip(groups, picks)) / len(groups)
+
+        for orders, expected in ((0, esc_em(None)), (3, sum(esc_em(arrival_orders(groups, 7 + r)) for r in range(3)) / 3)):
+            out = tmp_path / f"orders{orders}.json"
+            assert bench.main(args + ["--orders", str(orders), "--order-seed", "7", "--out", str(out)]) == 0
+            res = json.loads(out.read_text())
+            row = next(r for r in res["dev"]["rows"] if r["row"] == "majority_adaptive_esc")
+            assert res["orders"] == orders and row["em"] == pytest.approx(expected)
+            assert (row["em_sd_over_orders"] == 0) == (orders == 0)  # one replay has no spread
+        assert bench.main(args + ["--orders", "-1"]) == 1
+        assert "--orders >= 0" in capsys.readouterr().err
         assert bench.main(args + ["--sealed", "--out", str(tmp_path / "both.json")]) == 0
         res = json.loads((tmp_path / "both.json").read_text())
         assert [r["row"] for r in res["sealed"]["rows"]] == [r["row"] for r in res["dev"]["rows"]]

@@ -31,6 +31,11 @@ only wave n's prefix, so replaying a threshold on these waves (`WaveTable`) is e
 run would do, and a threshold sweep (`WaveTable.sweep`, the EM-vs-trajectories curve) or a choice of
 threshold on a dev pool (`choose_threshold`) costs no further scoring.
 
+The pool's sample order is one order of arrival; a new rollout of the same questions draws its first
+trajectories at random. A threshold chosen on one order fits that order's luck, so choices and
+expected figures replay many random orders (`arrival_orders`, `AdaptiveMethod.waves(orders=...)`)
+and read the mean over them (`WaveTable.stack`): experiments/adaptive_selection.py ``--orders``.
+
     trace-selector evaluate --pool data/pools/wikileads-dev.jsonl.gz \\
         --checkpoint trace_grounded=checkpoints/wikileads-grounded \\
         --methods majority,majority_adaptive_ac,majority_adaptive_esc,trace_grounded,trace_grounded_adaptive \\
@@ -89,6 +94,10 @@ class AdaptiveConfig:
     trajectories used are then paired question by question (``trajectories_vs_<row>``)."""
     curve_points: int = 40
     """Most thresholds per row in the EM-vs-trajectories curve (quantiles of the observed statistics)."""
+    orders: int = 0
+    """Random orders of arrival (`arrival_orders`, seeded by `evaluate`'s seed) each adaptive row is
+    also replayed on: its ``over_orders`` entry (mean EM and trajectories, and their spread) and its
+    curve then come from them, the expectation for a new rollout; 0: the pool's sample order alone."""
 
     def __post_init__(self) -> None:
         if self.wave < 1:
@@ -108,6 +117,8 @@ class AdaptiveConfig:
                 raise ValueError(f"adaptive.thresholds of {row!r} must be a number, got {t!r}")
         if self.match_points < 0:
             raise ValueError(f"adaptive.match_points must be >= 0, got {self.match_points}")
+        if self.orders < 0:
+            raise ValueError(f"adaptive.orders must be >= 0, got {self.orders}")
         if self.curve_points < 2:
             raise ValueError(f"adaptive.curve_points must be >= 2, got {self.curve_points}")
 
@@ -140,8 +151,9 @@ def top_votes(group: QuestionGroup) -> tuple[int, int]:
 
 
 def window_agrees(group: QuestionGroup, window: int) -> bool:
-    """The last `window` trajectories (by sample_id) all answer, with one normalised answer."""
-    trajs = sorted(group.trajectories, key=lambda t: t.sample_id)[-window:]
+    """The last `window` trajectories to arrive (the prefix's list order: `prefix_of`) all answer, with
+    one normalised answer."""
+    trajs = group.trajectories[-window:]
     answers = {normalize_answer(t.answer) for t in trajs}
     return len(trajs) == window and len(answers) == 1 and "" not in answers
 
@@ -216,10 +228,28 @@ class Wave:
     """The trajectories seen (for calibration and tests)."""
 
 
-def prefix_of(group: QuestionGroup, n: int) -> QuestionGroup:
-    """The group cut to its first n trajectories by sample_id."""
-    trajs = sorted(group.trajectories, key=lambda t: t.sample_id)[:n]
+def prefix_of(group: QuestionGroup, n: int, order: Sequence[int] | None = None) -> QuestionGroup:
+    """The first n trajectories to arrive, in arrival order: by sample_id, or in `order` (sample ids,
+    every one of the group's once: `arrival_orders`)."""
+    if order is None:
+        trajs = sorted(group.trajectories, key=lambda t: t.sample_id)[:n]
+    else:
+        by_id = {t.sample_id: t for t in group.trajectories}
+        trajs = [by_id[sid] for sid in order[:n]]
     return QuestionGroup(group.question_id, group.question, group.golden_answers, trajs)
+
+
+def arrival_orders(groups: Sequence[QuestionGroup], seed: int) -> list[list[int]]:
+    """A random order of arrival of every question's trajectories (sample ids), from
+    numpy's default_rng(seed). A new rollout of the same questions draws its first trajectories at
+    random, so a threshold replayed on the pool's one sample order is one draw of what it will do; its
+    expectation is the mean over many orders (experiments/adaptive_selection.py ``--orders``)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in groups:
+        ids = sorted(t.sample_id for t in g.trajectories)
+        out.append([ids[i] for i in rng.permutation(len(ids))])
+    return out
 
 
 def generated_tokens(group: QuestionGroup) -> int | None:
@@ -272,14 +302,17 @@ class AdaptiveMethod:
         picks = self.base.select(prefixes)
         return [(pick, self.rule.statistic(prefix, pick)) for prefix, pick in zip(prefixes, picks)]
 
-    def waves(self, groups: Sequence[QuestionGroup]) -> list[list[Wave]]:
+    def waves(self, groups: Sequence[QuestionGroup], orders: Sequence[Sequence[int]] | None = None) -> list[list[Wave]]:
         """Every wave of every question. Wave n's picks come from one `step` over the questions that
-        still have unseen trajectories, each cut to its first n x wave."""
+        still have unseen trajectories, each cut to its first n x wave to arrive (by sample_id, or in
+        `orders`, one list of sample ids per question: `arrival_orders`)."""
+        if orders is not None and len(orders) != len(groups):
+            raise ValueError(f"orders: {len(orders)} lists for {len(groups)} questions")
         sizes = [wave_sizes(len(g.trajectories), self.wave) for g in groups]
         out: list[list[Wave]] = [[] for _ in groups]
         for n in range(max((len(s) for s in sizes), default=0)):
             live = [i for i, s in enumerate(sizes) if n < len(s)]
-            prefixes = [prefix_of(groups[i], sizes[i][n]) for i in live]
+            prefixes = [prefix_of(groups[i], sizes[i][n], None if orders is None else orders[i]) for i in live]
             for i, prefix, (pick, statistic) in zip(live, prefixes, self.step(prefixes)):
                 out[i].append(Wave(len(prefix.trajectories), pick, statistic, generated_tokens(prefix), prefix))
         return out
@@ -378,6 +411,22 @@ class WaveTable:
                 em[q, j] = score(group, w.pick)
         return cls(stat, valid, seen, tokens, em)
 
+    @classmethod
+    def stack(cls, tables: Sequence[WaveTable]) -> WaveTable:
+        """Several replays of the same questions (one per order of arrival) as one table: its
+        operating points are the means over the replays, and row r * questions + q is question q of
+        replay r."""
+        if not tables:
+            raise ValueError("stack needs at least one table")
+        width = max(t.statistic.shape[1] for t in tables)
+
+        def pad(a: np.ndarray, fill: Any) -> np.ndarray:
+            return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
+
+        return cls(*(np.concatenate([pad(getattr(t, name), fill) for t in tables])
+                     for name, fill in (("statistic", np.nan), ("valid", False), ("seen", 0.0), ("tokens", np.nan),
+                                        ("em", 0.0))))
+
     def stops(self, threshold: float) -> np.ndarray:
         """Stopping wave of every question (`stop_index`, vectorised)."""
         with np.errstate(invalid="ignore"):
@@ -393,13 +442,42 @@ class WaveTable:
 
     def point(self, threshold: float) -> OperatingPoint:
         """EM and cost at one threshold."""
-        rows = np.arange(len(self.em))
-        at = self.stops(threshold)
-        n = max(1, len(rows))
-        tokens = self.tokens[rows, at]
-        mean_tokens = None if len(rows) == 0 or np.isnan(tokens).any() else float(tokens.mean())
-        return OperatingPoint(threshold, 100.0 * float(self.em[rows, at].sum()) / n,
-                              float(self.seen[rows, at].sum()) / n, mean_tokens)
+        return self.points([threshold])[0]
+
+    def points(self, thresholds: Sequence[float]) -> list[OperatingPoint]:
+        """EM and cost at each threshold, exactly and at once. A question's stopping wave moves only
+        where the running maximum of its statistics rises (lowering the threshold past such a record
+        moves the stop from the next record, or the last wave, to it), so the totals are the
+        every-question-at-its-last-wave sums plus the changes of the records at or above the threshold:
+        one sort of the records, where replaying each threshold would scan the whole table (tables
+        stacked over many orders of arrival have tens of thousands of distinct statistics)."""
+        n_rows, width = self.em.shape
+        rows = np.arange(n_rows)
+        stat = np.where(self.valid & ~np.isnan(self.statistic), self.statistic, -np.inf)
+        last = np.maximum(self.valid.sum(axis=1) - 1, 0)
+        # em, seen, known tokens and unknown-token counts: summed alike, [4, rows, waves]
+        values = np.stack([self.em, self.seen, np.nan_to_num(self.tokens), np.isnan(self.tokens).astype(float)])
+        base = values[:, rows, last].sum(axis=1)
+        rising = np.maximum.accumulate(stat, axis=1)
+        before = np.concatenate([np.full((n_rows, 1), -np.inf), rising[:, :-1]], axis=1)
+        record = np.isfinite(stat) & (stat > before)
+        # the next record after each wave (the last wave when there is none)
+        at_or_after = np.minimum.accumulate(np.where(record, np.arange(width), width)[:, ::-1], axis=1)[:, ::-1]
+        after = np.concatenate([at_or_after[:, 1:], np.full((n_rows, 1), width)], axis=1)
+        nxt = np.where(after < width, after, last[:, None])
+        q, j = np.nonzero(record)
+        value = stat[q, j]
+        order = np.argsort(-value, kind="stable")
+        change = np.cumsum((values[:, q, j] - values[:, q, nxt[q, j]])[:, order], axis=1)
+        falling = -value[order]  # ascending
+        out = []
+        n = max(1, n_rows)
+        for t in thresholds:
+            applied = int(np.searchsorted(falling, -t, side="right"))  # records >= t
+            total = base + (change[:, applied - 1] if applied else 0.0)
+            tokens = None if n_rows == 0 or total[3] > 0.5 else float(total[2]) / n
+            out.append(OperatingPoint(float(t), 100.0 * float(total[0]) / n, float(total[1]) / n, tokens))
+        return out
 
     def thresholds(self) -> list[float]:
         """Every threshold that gives a distinct operating point: the observed statistics, then inf."""
@@ -413,14 +491,14 @@ class WaveTable:
         if points is not None and len(ts) > points:
             keep = sorted(set(np.linspace(0, len(ts) - 1, points).round().astype(int).tolist()))
             ts = [ts[i] for i in keep]
-        return [self.point(t) for t in ts]
+        return self.points(ts)
 
 
 def choose_threshold(table: WaveTable, target_em: float | None = None, tolerance: float = 0.5) -> OperatingPoint:
     """The threshold that reaches `target_em` (default: the fixed-K EM, i.e. never stopping early)
     within `tolerance` points with the fewest trajectories per question (ties: higher EM, then the
     higher threshold); the most accurate point when none reaches it."""
-    points = [table.point(t) for t in table.thresholds()]
+    points = table.points(table.thresholds())
     target = table.point(math.inf).em if target_em is None else target_em
     good = [p for p in points if p.em >= target - tolerance - 1e-9]
     if not good:

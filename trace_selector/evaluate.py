@@ -39,7 +39,9 @@ Adaptive rows (``majority_adaptive_ac``, ``majority_adaptive_esc``, ``<selector>
 ``mean_trajectories`` (and ``mean_generated_tokens`` when the pool records them); fixed-K rows use
 every trajectory, `single` one. Adaptive rows also get their threshold sweep (``adaptive_curve``, drawn
 in the budget plot against trajectories used), and ``trajectories_vs_<row>``: trajectories used per
-question paired with every row whose EM is within `AdaptiveConfig.match_points`. Selector rows get a
+question paired with every row whose EM is within `AdaptiveConfig.match_points`. Their EM is one draw:
+trajectories arrive in the pool's sample order; ``adaptive.orders=R`` replays each on R random orders
+too (``over_orders``: mean and spread, the expectation for a new rollout, and the curve drawn from them). Selector rows get a
 ``calibration`` entry (calibration.py; ``--calibration`` draws the reliability diagram).
 """
 
@@ -53,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 # draw_subsets, format_table, plot_budget and score_pick are not used here: they are imported for the
 # callers (CLI, quickstart, experiments, benchmarks, the notebook, tests) that import them from here.
 from trace_selector.adaptive import (
@@ -61,6 +65,7 @@ from trace_selector.adaptive import (
     AdaptiveMethod,
     ConfidenceRule,
     WaveTable,
+    arrival_orders,
     build_adaptive,
     usage,
     wave_items,
@@ -456,6 +461,8 @@ def add_adaptive(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Ques
             entry["fixed_k_em"] = round(table.point(math.inf).em, 4)  # the same method never stopping early
             entry["stopped_early"] = sum(1 for g, p in zip(groups, runs[name].picks)
                                          if p.extra.get("trajectories_used", 0) < len(g.trajectories))
+            if cfg.adaptive.orders:
+                table = over_orders(entry, method, groups, cfg.adaptive.orders, cfg.seed)
             results["adaptive_curve"][name] = [pt.to_dict() for pt in table.sweep(cfg.adaptive.curve_points)]
             if isinstance(method.rule, ConfidenceRule):
                 cal = calibrate(wave_items(method.history, groups, em_of), method.rule.temperature,
@@ -474,6 +481,24 @@ def add_adaptive(cfg: EvalConfig, results: dict[str, Any], groups: Sequence[Ques
             calibrations[name] = cal
             entry["calibration"] = {**cal.to_dict(), "picks": "every question at full K"}
     return calibrations
+
+
+def over_orders(entry: dict[str, Any], method: AdaptiveMethod, groups: Sequence[QuestionGroup], orders: int,
+                seed: int) -> WaveTable:
+    """Replay an adaptive row on `orders` random orders of arrival (seeds seed, seed + 1, ...) and record
+    the means and spreads in ``entry["over_orders"]``; the stacked table, for the curve."""
+    tables = [WaveTable.build(method.waves(groups, arrival_orders(groups, seed + r)), groups, em_of)
+              for r in range(orders)]
+    points = [t.point(method.rule.threshold) for t in tables]
+    ems = np.array([pt.em for pt in points])
+    used = np.array([pt.mean_trajectories for pt in points])
+    tokens = [pt.mean_generated_tokens for pt in points]
+    entry["over_orders"] = {"orders": orders, "seed": seed, "em": round(float(ems.mean()), 4),
+                            "em_sd": round(float(ems.std()), 4), "em_min": round(float(ems.min()), 4),
+                            "em_max": round(float(ems.max()), 4), "mean_trajectories": round(float(used.mean()), 4),
+                            "mean_trajectories_sd": round(float(used.std()), 4),
+                            "mean_generated_tokens": None if None in tokens else round(float(np.mean(tokens)), 2)}
+    return WaveTable.stack(tables)
 
 
 def add_families(results: dict[str, Any], groups: Sequence[QuestionGroup], runs: dict[str, MethodRun],

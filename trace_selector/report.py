@@ -165,6 +165,10 @@ def format_table(results: dict[str, Any]) -> str:
             if "temperature" in s:
                 at += f", T={s['temperature']:g}"
             notes.append(f"adaptive ({at}): stopped early on {r['stopped_early']}; EM {r['fixed_k_em']:.1f} at full K")
+            if "over_orders" in r:
+                o = r["over_orders"]
+                notes.append(f"over {o['orders']} random orders: EM {o['em']:.1f} (sd {o['em_sd']:.1f}) on "
+                             f"{o['mean_trajectories']:.2f} trajectories")
         if cost and "calibration" in r:
             notes.append(f"ECE {r['calibration']['ece']:.3f} (T={r['calibration']['temperature']:g})")
         mine = ""
