@@ -30,28 +30,14 @@ from typing import Any
 import numpy as np
 
 
-def replay(adaptive: Any, groups: list[Any], orders: list[list[int]], wave: int) -> tuple[list[float], list[int]]:
+def replay(adaptive: Any, groups: list[Any], orders: list[list[int]]) -> tuple[list[float], list[int]]:
     """EM (0/1) and trajectories used per question when trajectories arrive in `orders` (sample ids per
-    question): after each wave the rule decides on the prefix seen so far, as `AdaptiveMethod.waves`
-    does, but only up to the wave where each question stops (later waves would not change its pick)."""
-    from trace_selector.adaptive import prefix_of, reaches, wave_sizes
+    question), each question scored only up to the wave where it stops."""
+    from trace_selector.adaptive import stopped_pick
     from trace_selector.scoring import em_of
 
-    sizes = [wave_sizes(len(o), wave) for o in orders]
-    em: list[float] = [0.0] * len(groups)
-    used: list[int] = [0] * len(groups)
-    live = list(range(len(groups)))
-    n = 0
-    while live:
-        prefixes = [prefix_of(groups[i], sizes[i][n], orders[i]) for i in live]
-        still = []
-        for i, prefix, (pick, stat) in zip(live, prefixes, adaptive.step(prefixes)):
-            if reaches(stat, adaptive.rule.threshold) or n == len(sizes[i]) - 1:
-                em[i], used[i] = em_of(groups[i], pick), len(prefix.trajectories)
-            else:
-                still.append(i)
-        live, n = still, n + 1
-    return em, used
+    picks = [stopped_pick(w, adaptive.rule.threshold) for w in adaptive.waves(groups, orders, until_stopped=True)]
+    return [em_of(g, p) for g, p in zip(groups, picks)], [p.extra["trajectories_used"] for p in picks]
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -108,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     lost_by_q = np.zeros(len(groups))
     t0 = time.perf_counter()
     for r in range(args.permutations):
-        em, used = replay(adaptive, list(groups), arrival_orders(groups, args.seed + r), args.wave)
+        em, used = replay(adaptive, list(groups), arrival_orders(groups, args.seed + r))
         lost_by_q += np.array([f - e for f, e in zip(fixed, em)])
         rows.append({"order": r, "em": round(100.0 * statistics.fmean(em), 2),
                      "mean_trajectories": round(statistics.fmean(used), 3),

@@ -157,7 +157,7 @@ def report(title: str, groups: list, tabs: dict[str, Any], choices: list[Choice]
           "| x tokens |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     out: dict[str, Any] = {"pool": title, "questions": len(groups), "k": k, "rows": []}
-    replays = len(tabs["majority_adaptive_ac"].em) // max(1, len(groups))
+    replays = max(1, orders)  # the tables stack one replay per order (the sample order alone for 0)
     per_question: dict[tuple[str, str], list[float]] = {}
     ems: dict[tuple[str, str], list[float]] = {}
     for c in choices:

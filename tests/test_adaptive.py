@@ -232,6 +232,10 @@ def test_arrival_orders_replay_other_prefixes_and_stack_to_their_mean():
     flipped = [[2, 3, 0, 1, 4, 5], [0, 1, 2, 3]]
     tables = [WaveTable.build(esc.waves(groups, orders), groups, em_of) for orders in (None, flipped)]
     assert [t.point(1.0).em for t in tables] == [50.0, 100.0]
+    # Scoring each question only until it stops picks the same, and scores fewer waves.
+    full, short = esc.waves(groups, flipped), esc.waves(groups, flipped, until_stopped=True)
+    assert [stopped_pick(w, 1.0) for w in short] == [stopped_pick(w, 1.0) for w in full]
+    assert [len(w) for w in short] == [1, 1] and [len(w) for w in full] == [3, 2]
     both = WaveTable.stack(tables)
     assert both.statistic.shape == (4, 3)  # two replays of two questions, the widest has 3 waves
     assert both.point(1.0).em == 75.0 and both.point(1.0).mean_trajectories == 2.0

@@ -302,19 +302,25 @@ class AdaptiveMethod:
         picks = self.base.select(prefixes)
         return [(pick, self.rule.statistic(prefix, pick)) for prefix, pick in zip(prefixes, picks)]
 
-    def waves(self, groups: Sequence[QuestionGroup], orders: Sequence[Sequence[int]] | None = None) -> list[list[Wave]]:
+    def waves(self, groups: Sequence[QuestionGroup], orders: Sequence[Sequence[int]] | None = None,
+              until_stopped: bool = False) -> list[list[Wave]]:
         """Every wave of every question. Wave n's picks come from one `step` over the questions that
         still have unseen trajectories, each cut to its first n x wave to arrive (by sample_id, or in
-        `orders`, one list of sample ids per question: `arrival_orders`)."""
+        `orders`, one list of sample ids per question: `arrival_orders`). With `until_stopped`, a
+        question's waves end at the one that reaches the rule's threshold: `stopped_pick` is the same,
+        and the later waves, which only the threshold sweep reads, are not scored."""
         if orders is not None and len(orders) != len(groups):
             raise ValueError(f"orders: {len(orders)} lists for {len(groups)} questions")
         sizes = [wave_sizes(len(g.trajectories), self.wave) for g in groups]
         out: list[list[Wave]] = [[] for _ in groups]
+        stopped: set[int] = set()
         for n in range(max((len(s) for s in sizes), default=0)):
-            live = [i for i, s in enumerate(sizes) if n < len(s)]
+            live = [i for i, s in enumerate(sizes) if n < len(s) and i not in stopped]
             prefixes = [prefix_of(groups[i], sizes[i][n], None if orders is None else orders[i]) for i in live]
             for i, prefix, (pick, statistic) in zip(live, prefixes, self.step(prefixes)):
                 out[i].append(Wave(len(prefix.trajectories), pick, statistic, generated_tokens(prefix), prefix))
+                if until_stopped and reaches(statistic, self.rule.threshold):
+                    stopped.add(i)
         return out
 
     def select(self, groups: Sequence[QuestionGroup]) -> list[Pick]:
