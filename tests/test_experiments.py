@@ -84,3 +84,48 @@ def test_strategy_comparison_bad_input_is_one_line(tmp_path, capsys):
         assert main([str(p) for p in args]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+def test_graph_shape_counts_by_hand(tmp_path, capsys):
+    """One question hand-counted: a two-hop trajectory whose answer only its second hop read, one
+    sharing its first passage, one unread answer; a question with no candidate is left out."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from graph_shape import main
+
+    from trace_selector.records import Document, Pool, QuestionGroup, Step, Trajectory, write_pool
+
+    x, y, z, w = (Document(rank=1, title=t, text=f"{t} is {t.lower()}.") for t in ("Xray", "Yank", "Zeta", "Wren"))
+    y.rank = 2
+    q = "Who is it?"
+    trajs = [
+        Trajectory("q1", q, 0, "zeta", [Step("search", "a", documents=[x, y]), Step("search", "b", documents=[z])], ["zeta"]),
+        Trajectory("q1", q, 1, "Xray", [Step("search", "a2", documents=[x])], ["zeta"]),
+        Trajectory("q1", q, 2, "nobody", [Step("search", "c", documents=[w])], ["zeta"]),
+        Trajectory("q1", q, 3, "unused", [Step("search", "d", documents=[w])], ["zeta"]),  # cut by --k 3
+    ]
+    none = [Trajectory("q2", "Why?", 0, "", [Step("search", "e", documents=[x])], ["x"]),
+            Trajectory("q2", "Why?", 1, "x", [Step("invalid", "garbage")], ["x"])]
+    path = tmp_path / "p.jsonl"
+    write_pool(Pool([QuestionGroup("q1", q, ["zeta"], trajs), QuestionGroup("q2", "Why?", ["x"], none)]), path)
+    out = tmp_path / "shape.json"
+    assert main([str(path), "--k", "3", "--json", str(out), "--no-progress"]) == 0
+    (s,) = json.loads(out.read_text())
+    assert (s["questions"], s["k"], s["kept_per_question"], s["longest_chain"]) == (1, 3, 3.0, 2.0)
+    assert s["searches_per_trajectory"] == 4 / 3 and s["multi_step_share"] == 1 / 3
+    # chunks X Y Z | X | W: five occurrences of four passages; the two X share; Z came in a second hop
+    assert (s["occurrences_per_question"], s["passages_per_question"]) == (5.0, 4.0)
+    assert s["shared_occurrence_share"] == 2 / 5 and s["later_hop_passage_share"] == 1 / 4
+    assert s["answer_after_hop1_share"] == 1 / 2  # "zeta" (hop 2) and "xray" (hop 1) were read
+    assert "| p.jsonl | 1 | 1.33 | 33.3% | 2.00 | 4.0 | 40.0% | 25.0% | 50.0% |" in capsys.readouterr().out
+
+
+def test_graph_shape_bad_input_is_one_line(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from graph_shape import main
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question_id": "q1"}\n')
+    for path, message in [(broken, "broken.jsonl:1"), (tmp_path / "none.jsonl", "none.jsonl")]:
+        assert main([str(path), "--no-progress"]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err

@@ -154,3 +154,17 @@ def test_evidence_words_split_at_separating_dashes_but_not_hyphens():
     assert mentions(words, "1483") and mentions(words, "1546") and is_grounded(traj)
     assert mentions(words, "jeanpaul") and not mentions(words, "paul")  # the ASCII hyphen still joins
     assert mentions(words, "reformer") and not mentions(words, "14831546")
+
+
+def test_first_and_last_read_words_skip_steps_that_returned_nothing():
+    from trace_selector.records.evidence import first_read_words, last_read_words, mentions
+    from trace_selector.records.trajectory import Document, Step, Trajectory
+
+    hop = lambda text: Step(action="search", content="q", documents=[Document(rank=1, title="T", text=text)])  # noqa: E731
+    empty = Step(action="search", content="q", documents=[])
+    traj = Trajectory(question_id="q", question="?", sample_id=0, answer="b",
+                      steps=[empty, hop("alpha"), hop("beta"), hop("gamma"), empty])
+    assert mentions(first_read_words(traj), "alpha") and not mentions(first_read_words(traj), "beta")
+    assert mentions(last_read_words(traj), "gamma") and not mentions(last_read_words(traj), "alpha")
+    none = Trajectory(question_id="q", question="?", sample_id=0, answer="b", steps=[empty])
+    assert first_read_words(none) == last_read_words(none) == "  "

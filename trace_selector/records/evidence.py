@@ -60,6 +60,15 @@ def last_read_words(traj: Trajectory) -> str:
     return "  "
 
 
+def first_read_words(traj: Trajectory) -> str:
+    """What the first step that returned something read, like `evidence_words`: the first hop's
+    passages. An answer read in a trajectory's evidence but not here was reached by a later hop."""
+    for step in traj.steps:
+        if parts := _step_text(step):
+            return _words(parts)
+    return "  "
+
+
 def mentions(words: str, answer: str) -> bool:
     """True if the normalised `answer` occurs as whole words in `words` (from `evidence_words`)."""
     return bool(answer) and f" {answer} " in words
