@@ -8,6 +8,7 @@ methods on the same questions, so the numbers line up with `trace-selector evalu
     .venv/bin/python experiments/pool_ablation.py --train-pool data/pools/wikileads-0.5b-train.jsonl.gz \\
         --test-pool data/pools/wikileads-0.5b-dev.jsonl.gz --seeds 3 --small-k 8
     .venv/bin/python experiments/pool_ablation.py ... --variants full --keep runs/ablation   # keep the runs
+    .venv/bin/python experiments/pool_ablation.py ... --jobs 2    # two trainings at once (one thread each)
 """
 
 from __future__ import annotations
@@ -38,13 +39,18 @@ def em_of(groups, picks) -> float:
     return 100.0 * sum(score_pick(g, p)[0] for g, p in zip(groups, picks)) / max(len(groups), 1)
 
 
-def train_variant(name: str, seed: int, args: argparse.Namespace, out: str) -> tuple[Path, float, float]:
-    """(selector folder, best validation accuracy in percent, train seconds); a finished run in `out`
-    (its selector/ exists) is reused, so an interrupted benchmark resumes."""
-    cfg = load_config(TrainConfig, args.config, [
+def variant_config(name: str, seed: int, args: argparse.Namespace, out: str) -> TrainConfig:
+    """The training config of one variant and seed, its run folder in `out`."""
+    return load_config(TrainConfig, args.config, [
         f"out_dir={out}", f"name={name}-{seed}", f"seed={seed}", f"data.train_pool={args.train_pool}",
         "trainer.progress_bar=false", f"trainer.threads={args.threads}", *ABLATIONS[name], *args.overrides,
     ])
+
+
+def train_variant(name: str, seed: int, args: argparse.Namespace, out: str) -> tuple[Path, float, float]:
+    """(selector folder, best validation accuracy in percent, train seconds); a finished run in `out`
+    (its selector/ exists) is reused, so an interrupted benchmark resumes."""
+    cfg = variant_config(name, seed, args, out)
     done = cfg.run_dir / "ablation.json"
     if done.is_file():
         saved = json.loads(done.read_text())
@@ -65,22 +71,47 @@ def main() -> None:
     ap.add_argument("--variants", default="full,no_gnn,no_cross")
     ap.add_argument("--seeds", type=int, default=3, help="how many training seeds per variant: seeds 0..N-1 (mean and spread reported)")
     ap.add_argument("--small-k", type=int, default=8, help="also score with the first k trajectories per question")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    ap.add_argument("--jobs", type=int, default=1, help="trainings at once, one process each (default 1)")
     ap.add_argument("--keep", default=None, help="folder for the run folders, reused on a rerun (default: a temp folder)")
     ap.add_argument("--out", default=None, help="also write the table and the paired differences as JSON (experiments/targets.py reads it)")
     ap.add_argument("overrides", nargs="*", help="extra training overrides for every variant (key=value)")
     args = ap.parse_args()
+    if args.jobs < 1 or args.threads < 1:
+        ap.error("--jobs and --threads must be >= 1")
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as tmp:
         out = args.keep or tmp
+        pairs = [(name, seed) for name in args.variants.split(",") for seed in range(args.seeds)]
+        trained = train_all(pairs, args, out)
         runs: dict[str, list[tuple[Path, float, float]]] = {}
-        for name in args.variants.split(","):
-            for seed in range(args.seeds):
-                runs.setdefault(name, []).append(train_variant(name, seed, args, out))
-                print(f"[{name} seed {seed}] val {runs[name][-1][1]:.1f} ({runs[name][-1][2]:.0f} s)", flush=True)
+        for (name, seed), run in zip(pairs, trained):
+            runs.setdefault(name, []).append(run)
         if args.test_pool:
             report(args, runs)
+
+
+def train_all(pairs: list[tuple[str, int]], args: argparse.Namespace, out: str) -> list[tuple[Path, float, float]]:
+    """`train_variant` of every (variant, seed), in `args.jobs` worker processes when more than one."""
+    def done(pair: tuple[str, int], run: tuple[Path, float, float]) -> tuple[Path, float, float]:
+        print(f"[{pair[0]} seed {pair[1]}] val {run[1]:.1f} ({run[2]:.0f} s)", flush=True)
+        return run
+
+    pending = [p for p in pairs if not (variant_config(*p, args, out).run_dir / "ablation.json").is_file()]
+    if args.jobs == 1 or len(pending) < 2:
+        return [done(p, train_variant(*p, args, out)) for p in pairs]
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from trace_selector.train.data import PoolDataModule
+
+    # Embeddings encoded once here and cached on disk, not by every worker at once.
+    PoolDataModule(variant_config(*pending[0], args, out)).setup("fit")
+    # spawn, not fork: a forked child inherits the parent's OpenMP thread pool in an unusable state.
+    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(train_variant, *p, args, out) for p in pairs]
+        return [done(p, f.result()) for p, f in zip(pairs, futures)]
 
 
 def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, float]]]) -> None:

@@ -3,7 +3,8 @@
 #   record and results folder), METHODS (evaluate's rows), CKPTS (evaluate's --checkpoint flags),
 #   TRANSFER (pools scored by this setting's checkpoints, never trained on), ABLATION_RECIPE and
 #   ABLATION_VARIANTS (experiments/pool_ablation.py on the paper configuration).
-# Environment every script reads: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), NICE (default 5).
+# Environment every script reads: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), NICE (default 5),
+# JOBS (trainings at once, one process and thread each; default 1: set 2 on an idle 2-core machine).
 PY=${PYTHON:-.venv/bin/python}
 TS=("$PY" -m trace_selector.cli)
 SEEDS=${SEEDS:-0,1,2}
@@ -14,7 +15,7 @@ say() { printf '\n== %s\n' "$*"; }
 train_run() {  # recipe, run name, extra overrides...: seeds trained and the best kept as $RUNS/<name>/selector
   local recipe=$1 name=$2; shift 2
   say "train $recipe (seeds $SEEDS) -> $RUNS/$name"
-  nice -n "$NICE" "${TS[@]}" train --config "$recipe" --seeds "$SEEDS" out_dir="$RUNS" name="$name" \
+  nice -n "$NICE" "${TS[@]}" train --config "$recipe" --seeds "$SEEDS" --jobs "${JOBS:-1}" out_dir="$RUNS" name="$name" \
     data.train_pool="$TRAIN" data.val_pool="$DEV" trainer.threads=1 trainer.progress_bar=false "$@"
 }
 
@@ -47,7 +48,8 @@ ablations() {  # test pool and JSON output, or neither: train the runs only (kep
     say "ablations of the paper configuration (3 seeds each): training only"
   fi
   nice -n "$NICE" "$PY" experiments/pool_ablation.py --config "$ABLATION_RECIPE" --train-pool "$TRAIN" \
-    --variants "$ABLATION_VARIANTS" --seeds 3 --small-k 8 --keep "$RUNS/ablation" "${test[@]}" data.val_pool="$DEV"
+    --variants "$ABLATION_VARIANTS" --seeds 3 --small-k 8 --jobs "${JOBS:-1}" --keep "$RUNS/ablation" "${test[@]}" \
+    data.val_pool="$DEV"
 }
 
 transfers() {  # all | missing: the transfer pools, each scored by this setting's checkpoints

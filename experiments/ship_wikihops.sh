@@ -15,7 +15,8 @@
 # `dev` and `prepare` never read the sealed pool. `sealed` refuses to run twice (the committed record
 # experiments/results/wikihops-sealed-evaluation.txt) and refuses a sealed pool that is still a snapshot.
 # Environment: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship-wikihops),
-# NICE (default 5), ABLATIONS (default 1; 0 skips the dev-pool ablations, 12 more trainings).
+# NICE (default 5), JOBS (trainings at once; default 1, 2 on an idle 2-core machine), ABLATIONS (default
+# 1; 0 skips the dev-pool ablations, 12 more trainings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

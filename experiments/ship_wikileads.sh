@@ -13,7 +13,8 @@
 # experiments/results/wikileads-sealed/; delete the record and runs/ship/sealed/ only if the first run did
 # not finish); it refuses a sealed pool that is still a rollout snapshot, too.
 # Environment: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), RUNS (default runs/ship),
-# NICE (default 5), ABLATIONS (default 1; 0 skips the dev-pool ablations, 9 more trainings).
+# NICE (default 5), JOBS (trainings at once; default 1, 2 on an idle 2-core machine), ABLATIONS (default
+# 1; 0 skips the dev-pool ablations, 9 more trainings).
 # The steps themselves are in experiments/ship_lib.sh, shared with experiments/ship_wikihops.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,5 +55,5 @@ case "${1:-}" in
     targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
     ;;
   *)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

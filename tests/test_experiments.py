@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -129,3 +131,31 @@ def test_graph_shape_bad_input_is_one_line(tmp_path, capsys):
         assert main([str(path), "--no-progress"]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow  # six toy trainings, two of them in spawned processes
+def test_pool_ablation_in_worker_processes_trains_what_one_process_trains(tmp_path):
+    """experiments/pool_ablation.py --jobs 2 gives every (variant, seed) the validation score that one
+    process gives it, and the same scores on the test pool."""
+    from trace_selector.records import write_pool
+    from trace_selector.records.synthetic import SyntheticConfig, make_pool
+
+    write_pool(make_pool(SyntheticConfig(questions=24, k=6, k_min=6)), tmp_path / "train.jsonl")
+    write_pool(make_pool(SyntheticConfig(questions=10, k=6, k_min=6, offset=100)), tmp_path / "test.jsonl")
+    tiny = ["data.val_pool=null", "data.val_fraction=0.25", "data.min_val_questions=1", "data.batch_size=8",
+            f"data.graph_cache={tmp_path / 'graphs'}", f"data.embed_cache={tmp_path / 'embeddings'}",
+            "model.encoder=bow", "model.embed_dim=32", "model.hidden=16", "model.layers=1", "optim.epochs=1",
+            "trainer.accelerator=cpu"]
+    records = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"ablation-{jobs}.json"
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "experiments" / "pool_ablation.py"), "--train-pool", str(tmp_path / "train.jsonl"),
+             "--test-pool", str(tmp_path / "test.jsonl"), "--variants", "full,no_gnn", "--seeds", "2", "--small-k", "4",
+             "--jobs", jobs, "--keep", str(tmp_path / f"runs-{jobs}"), "--out", str(out), *tiny],
+            cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        records[jobs] = json.loads(out.read_text())
+    for name in ("full", "no_gnn"):
+        one, two = records["1"]["rows"][name], records["2"]["rows"][name]
+        assert one["val"] == two["val"] and one["em"] == two["em"] and len(one["val"]) == 2

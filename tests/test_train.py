@@ -422,6 +422,24 @@ def test_seeds_keep_the_best_on_validation_and_resume_without_retraining(tmp_pat
     assert (run / "seed-0" / "checkpoints" / "best.ckpt").stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow  # two spawned processes import torch and Lightning afresh
+def test_seeds_in_worker_processes_train_what_one_process_trains(tmp_path, capsys):
+    """--jobs 2 trains the seeds in two spawned processes: the same scores and steps per seed as one
+    after another, the same seed kept, and a rerun reads both back."""
+    one = ["train", *TINY, f"out_dir={tmp_path / 'one'}", "--seeds", "0,1"]
+    two = ["train", *TINY, f"out_dir={tmp_path / 'two'}", "--seeds", "0,1", "--jobs", "2"]
+    assert main(one) == 0 and main(two) == 0
+    tables = [json.loads((tmp_path / d / "tiny" / "seeds.json").read_text())["seeds"] for d in ("one", "two")]
+    assert tables[0] == tables[1] and [r["seed"] for r in tables[1]] == [0, 1]
+    assert all((tmp_path / "two" / "tiny" / f"seed-{s}" / "selector" / "model.safetensors").is_file() for s in (0, 1))
+    stamp = (tmp_path / "two" / "tiny" / "seed-1" / "checkpoints" / "best.ckpt").stat().st_mtime_ns
+    assert main(two) == 0  # finished: read back, no worker started
+    assert (tmp_path / "two" / "tiny" / "seed-1" / "checkpoints" / "best.ckpt").stat().st_mtime_ns == stamp
+    capsys.readouterr()
+    assert main(["train", *TINY, f"out_dir={tmp_path}", "--jobs", "2"]) != 0
+    assert "--jobs needs --seeds" in capsys.readouterr().err
+
+
 def test_seeds_must_be_distinct_integers(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", *TINY, f"out_dir={tmp_path}", "--seeds", "0,x"])

@@ -330,15 +330,20 @@ def _train(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--seeds", type=_seed_list, default=None, metavar="S,S,...",
                    help="train once per seed into <run>/seed-<s>/ and keep the best on validation as <run>/selector "
                         "(scores of every seed in <run>/seeds.json); finished seeds are not retrained")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="with --seeds: train up to N seeds at once, one process each, the cores shared among them "
+                        "(default 1: one after another)")
 
     def run(a: argparse.Namespace) -> int:
         from trace_selector.atomic import check_writable
         from trace_selector.train import resolve_config, train, train_seeds
 
+        if a.jobs != 1 and a.seeds is None:
+            raise InputError("--jobs needs --seeds: a single run trains in one process")
         cfg = resolve_config(a.config, a.overrides, a.resume)
         check_writable(cfg.run_dir, "run folder (out_dir/name)", folder=True)
         if a.seeds is not None:
-            result, table = train_seeds(cfg, a.seeds, resume=a.resume)
+            result, table = train_seeds(cfg, a.seeds, resume=a.resume, jobs=a.jobs)
             for row in table:
                 acc, bar = (("n/a" if v is None else f"{v:.4f}") for v in (row["val_acc"], row["val_majority"]))
                 print(f"seed {row['seed']}: val selection accuracy {acc} (majority vote {bar})"
