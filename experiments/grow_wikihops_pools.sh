@@ -14,7 +14,10 @@
 #   4. dev: extended to K=16;
 #   5. DivInit and standard sampling on the same 150 other dev questions (the next 150) x K=8, the
 #      matched-compute comparison (no other pool uses these questions);
-#   6. the sealed test pool: 400 test questions x K=16, last, because only the final evaluation reads it.
+#   6. not a pool: partial rollout (ParallelMuse's settings) against standard sampling at N = 8 on 40
+#      other dev questions (the mixed order's 350-389), benchmarks/rollout_strategies.py, alone on the
+#      machine like the pools so that its wall times compare; `collect` copies its JSON to benchmarks/;
+#   7. the sealed test pool: 400 test questions x K=16, last, because only the final evaluation reads it.
 #
 # The question files list each family in a block (comparison questions last), so stages 2-6 count
 # their questions in the mixed order (`order=mixed`): every pool holds each family in its share of
@@ -59,6 +62,17 @@ mixed_train() {  # target, most questions, rollout overrides
     limit=$(( limit + 100 > most ? most : limit + 100 ))
   done
 }
+partial_vs_standard() {  # stage 6; the stage script's arguments (it skips the stage while draining)
+  local json=$out/benchmarks/rollout_strategies-wikihops.json arg
+  [[ -f $json ]] && return
+  for arg in "$@"; do [[ $arg == stop_file=* && -f ${arg#stop_file=} ]] && return; done
+  mkdir -p "$out/benchmarks"
+  # A benchmark that fails is reported and skipped: the sealed pool must not wait on it.
+  retry "$py" benchmarks/rollout_strategies.py --recipe rollout/wikihops-standard.yaml --setting wikihops \
+    --offset 350 --limit 40 --k 8 --models qwen2.5-coder-1.5b --parts partial --json "$json" order=mixed ||
+    echo "partial-rollout comparison failed; going on with the sealed pool" >&2
+}
 train 256 "$@"; dev 8 "$@"; mixed_train 850 1700 "$@"; dev 16 "$@"
 matched divinit divinit "$@"; matched standard150 standard "$@"
+partial_vs_standard "$@"
 sealed 400 "$@"

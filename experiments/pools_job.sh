@@ -5,12 +5,14 @@
 #
 #   experiments/pools_job.sh start     # worktree at this checkout's HEAD, committed pools copied out, job started
 #   experiments/pools_job.sh status    # is it running, the pools' sizes, the log's last line
-#   experiments/pools_job.sh collect   # copy every pool the job has grown into data/pools (then git add + commit)
+#   experiments/pools_job.sh collect   # copy every pool the job has grown into data/pools, and any benchmark
+#                                      # JSON a stage wrote into benchmarks/ (then git add + commit)
 #   experiments/pools_job.sh drain     # stop after the chunk in flight, with a snapshot: nothing generated is lost
 #   experiments/pools_job.sh stop      # SIGTERM to the job's process group at once: the chunk in flight is lost
 #
 # Environment: POOLS_DIR (default ../pools), POOLS_WORKTREE (default ../pools-wt), POOLS_DEST (the
-# checkout's pools, default data/pools), PYTHON (default this checkout's .venv/bin/python),
+# checkout's pools, default data/pools), POOLS_BENCH_DEST (where collect puts benchmark JSON, default
+# benchmarks), PYTHON (default this checkout's .venv/bin/python),
 # POOLS_SCRIPT (the stages to run, default experiments/grow_pools.sh: the wikileads pools) and POOLS_NAMES
 # (the committed pools `start` copies out, default the wikileads ones). Extra arguments to `start` go
 # to the stage script (rollout overrides). The multi-hop pools:
@@ -22,6 +24,7 @@ out=$(realpath -m "${POOLS_DIR:-../pools}")
 wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
 py=${PYTHON:-$repo/.venv/bin/python}
 dest_dir=${POOLS_DEST:-data/pools}
+bench_dir=${POOLS_BENCH_DEST:-benchmarks}
 script=${POOLS_SCRIPT:-experiments/grow_pools.sh}
 names=${POOLS_NAMES:-wikileads-train wikileads-test-sealed wikileads-dev-divinit}
 pidfile=$out/grow.pid
@@ -102,6 +105,12 @@ case "${1:-}" in
       fi
       rm -rf "$tmp"
     done
+    # Benchmarks a stage script ran (alone on the machine, like the pools) go to benchmarks/.
+    for f in "$out"/benchmarks/*.json; do
+      [[ -f $f ]] || continue
+      dest=$bench_dir/$(basename "$f")
+      if ! cmp -s "$f" "$dest"; then mkdir -p "$bench_dir" && cp "$f" "$dest" && echo "collected $dest"; fi
+    done
     ;;
   drain)
     if ! running; then echo "not running"; exit 0; fi
@@ -120,5 +129,5 @@ case "${1:-}" in
     rm -f "$pidfile"; echo "stopped"
     ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

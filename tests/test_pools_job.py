@@ -26,7 +26,7 @@ def _pool(path: Path, questions: int, recorded: int | None = None) -> None:
 
 def _job(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "POOLS_DIR": str(tmp_path / "job"), "POOLS_DEST": str(tmp_path / "dest"),
-           "PYTHON": sys.executable, **(env or {})}
+           "POOLS_BENCH_DEST": str(tmp_path / "bench"), "PYTHON": sys.executable, **(env or {})}
     return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -44,6 +44,15 @@ def test_collect_copies_larger_pools_and_keeps_larger_committed_ones(tmp_path):
     assert (tmp_path / "dest" / "wikileads-train.jsonl.gz.config.yaml").read_text() == "limit: 3\n"
     assert len(read_pool(tmp_path / "dest" / "wikileads-test-sealed.jsonl.gz").groups) == 4
     assert not list((tmp_path / "dest").glob(".collect.*"))
+
+
+def test_collect_copies_a_stage_benchmark_only_when_it_changed(tmp_path):
+    (tmp_path / "job" / "benchmarks").mkdir(parents=True)
+    (tmp_path / "job" / "benchmarks" / "b.json").write_text('{"x": 1}\n')
+    first = _job(tmp_path, "collect")
+    assert first.returncode == 0 and first.stdout.strip() == f"collected {tmp_path}/bench/b.json"
+    assert (tmp_path / "bench" / "b.json").read_text() == '{"x": 1}\n'
+    assert _job(tmp_path, "collect").stdout == ""  # the same file: nothing to say
 
 
 def test_collect_refuses_a_pool_that_disagrees_with_its_sidecar(tmp_path):
