@@ -52,22 +52,6 @@ class Shape:
     edges_per_question: float
 
 
-def _components(n: int, pairs: list[tuple[list[int], list[int]]]) -> list[int]:
-    """Component root of each of `n` nodes joined by the (src, dst) edge lists."""
-    parent = list(range(n))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for src, dst in pairs:
-        for a, b in zip(src, dst):
-            parent[find(a)] = find(b)
-    return [find(i) for i in range(n)]
-
-
 def question_shape(group, options) -> dict[str, float] | None:
     """The figures of one question's graph (see the module docstring); None when it has no graph."""
     from trace_selector.graph.plan import DropReport
@@ -92,7 +76,12 @@ def question_shape(group, options) -> dict[str, float] | None:
                 hop_of_chunk[c] = hop_of_subquery[s]
     within = plan.edges[("chunk", "same_within", "chunk")]
     across = plan.edges[("chunk", "same_across", "chunk")]
-    roots = _components(chunks, [within, across])
+    # The same-content edges link every pair of occurrences of one passage (graph.plan's
+    # same_content_edges), so an occurrence's smallest neighbour names its passage.
+    roots = list(range(chunks))
+    for src, dst in (within, across):
+        for a, b in zip(src, dst):
+            roots[a] = min(roots[a], b)
     first_hop: dict[int, int] = {}
     for c, root in enumerate(roots):
         first_hop[root] = min(first_hop.get(root, hop_of_chunk[c]), hop_of_chunk[c])

@@ -101,17 +101,10 @@ def train_all(pairs: list[tuple[str, int]], args: argparse.Namespace, out: str) 
     pending = [p for p in pairs if not (variant_config(*p, args, out).run_dir / "ablation.json").is_file()]
     if args.jobs == 1 or len(pending) < 2:
         return [done(p, train_variant(*p, args, out)) for p in pairs]
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
+    from trace_selector.train.seeds import in_processes
 
-    from trace_selector.train.data import PoolDataModule
-
-    # Embeddings encoded once here and cached on disk, not by every worker at once.
-    PoolDataModule(variant_config(*pending[0], args, out)).setup("fit")
-    # spawn, not fork: a forked child inherits the parent's OpenMP thread pool in an unusable state.
-    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(train_variant, *p, args, out) for p in pairs]
-        return [done(p, f.result()) for p, f in zip(pairs, futures)]
+    runs = in_processes(variant_config(*pending[0], args, out), train_variant, [(*p, args, out) for p in pairs], args.jobs)
+    return [done(p, run) for p, run in zip(pairs, runs)]
 
 
 def report(args: argparse.Namespace, runs: dict[str, list[tuple[Path, float, float]]]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,25 +26,33 @@ def train_one_seed(sub: TrainConfig, resume: bool) -> tuple[dict[str, Any], Trai
     return row, result
 
 
-def _in_parallel(cfg: TrainConfig, subs: list[TrainConfig], resume: bool, jobs: int) -> dict[int, tuple[dict[str, Any], TrainResult]]:
-    """Train `subs` in `jobs` worker processes; returns each seed's (row, result)."""
-    import os
+def in_processes(warm: TrainConfig, fn: Callable[..., Any], calls: list[tuple], jobs: int) -> list[Any]:
+    """``fn(*call)`` for every call, in `jobs` spawned worker processes; results in call order.
+
+    `warm`'s graphs (and the encoder's embeddings) are built here first and cached on disk, so that
+    the workers read them instead of all encoding the same texts at once. `fn` must be importable
+    (module level) for a worker to run it."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     from trace_selector.train.data import PoolDataModule
 
-    # The graphs (and the encoder's embeddings) are built once here and cached on disk, so that the
-    # workers read them instead of all encoding the same texts at once.
-    PoolDataModule(cfg).setup("fit")
-    workers = min(jobs, len(subs))
-    # Unset, torch would give every worker all cores: the workers would fight over them.
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    subs = [replace(s, trainer=replace(s.trainer, progress_bar=False, threads=s.trainer.threads or threads)) for s in subs]
+    PoolDataModule(warm).setup("fit")
     # spawn, not fork: a forked child inherits the parent's OpenMP thread pool in an unusable state.
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {s.seed: pool.submit(train_one_seed, s, resume) for s in subs}
-        return {seed: future.result() for seed, future in futures.items()}
+    with ProcessPoolExecutor(min(jobs, len(calls)), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(fn, *call) for call in calls]
+        return [future.result() for future in futures]
+
+
+def _in_parallel(cfg: TrainConfig, subs: list[TrainConfig], resume: bool, jobs: int) -> dict[int, tuple[dict[str, Any], TrainResult]]:
+    """Train `subs` in `jobs` worker processes; returns each seed's (row, result)."""
+    import os
+
+    # Unset, torch would give every worker all cores: the workers would fight over them.
+    threads = max(1, (os.cpu_count() or 1) // min(jobs, len(subs)))
+    subs = [replace(s, trainer=replace(s.trainer, progress_bar=False, threads=s.trainer.threads or threads)) for s in subs]
+    done = in_processes(cfg, train_one_seed, [(s, resume) for s in subs], jobs)
+    return {s.seed: run for s, run in zip(subs, done)}
 
 
 def train_seeds(cfg: TrainConfig, seeds: Sequence[int], resume: bool = False,
