@@ -2,7 +2,8 @@
 #   SETTING, TRAIN, DEV, SEALED (pools), RUNS (run root), RECORD and RESULTS (the sealed pool's committed
 #   record and results folder), METHODS (evaluate's rows), CKPTS (evaluate's --checkpoint flags),
 #   TRANSFER (pools scored by this setting's checkpoints, never trained on), ABLATION_RECIPE and
-#   ABLATION_VARIANTS (experiments/pool_ablation.py on the paper configuration).
+#   ABLATION_VARIANTS (experiments/pool_ablation.py on the paper configuration); optionally STRICT_ABLATIONS
+#   (variants whose full-minus-variant interval must lie above 0 to meet their target).
 # Environment every script reads: PYTHON (default .venv/bin/python), SEEDS (default 0,1,2), NICE (default 5),
 # JOBS (trainings at once, one process and thread each; default 1: set 2 on an idle 2-core machine).
 PY=${PYTHON:-.venv/bin/python}
@@ -66,7 +67,7 @@ transfers() {  # all | missing: the transfer pools, each scored by this setting'
 targets() {  # results folder, ablation JSON (may not exist yet)
   say "targets"
   local extra=() f
-  if [[ -f $2 ]]; then extra+=(--ablation "$2"); fi
+  if [[ -f $2 ]]; then extra+=(--ablation "$2" --interval-above-zero "${STRICT_ABLATIONS:-}"); fi
   for f in "$RUNS"/transfer-*/results.json; do
     if [[ -f $f ]]; then extra+=(--transfer "$f"); fi
   done

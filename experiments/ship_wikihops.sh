@@ -35,6 +35,7 @@ CKPTS=(--checkpoint trace=checkpoints/wikihops --checkpoint trace_grounded=check
        --checkpoint trace_official_optimiser="$OFFICIAL")
 ABLATION_RECIPE=training/wikihops.yaml
 ABLATION_VARIANTS=full,no_gnn,no_cross,no_qformer
+STRICT_ABLATIONS=no_cross  # issue 32: full - no cross-trajectory edges > 0 with its interval above 0
 # DivInit and standard sampling on the same 150 dev questions (the mixed order's 200-349) at K=8 (grow_wikihops_pools.sh).
 DIVINIT=data/pools/wikihops-dev-divinit.jsonl.gz
 STANDARD150=data/pools/wikihops-dev-standard150.jsonl.gz

@@ -101,6 +101,24 @@ def test_ablations_from_pool_ablation_record(tmp_path, capsys):
     assert "majority" not in out.split("ablation", 1)[1].split("\n")[0]  # baselines are not ablations
 
 
+def test_strict_ablations_need_their_interval_above_zero(tmp_path, capsys):
+    res = write(tmp_path, "results.json", results(majority=87.0, trace=91.0, trace_grounded=94.0,
+                                                  grounded_vote=90.0, weighted_token=90.0))
+    abl = write(tmp_path, "abl.json", {"k": 8, "rows": {"full": {"em": {"8": [42.0, 43.0]}},
+                                                        "no_cross": {"em": {"8": [41.0, 42.0]}},
+                                                        "no_gnn": {"em": {"8": [36.0, 37.0]}}},
+                                       "paired_vs_full": {"no_cross": pair(1.0, -2.0, 3.5), "no_gnn": pair(6.0, 2.0, 9.0)}})
+    targets.main([str(res), "--ablation", str(abl)])
+    assert "- met: ablation no_cross 41.5 vs full 42.5" in capsys.readouterr().out  # below full is enough by default
+    targets.main([str(res), "--ablation", str(abl), "--interval-above-zero", "no_cross,no_gnn"])
+    out = capsys.readouterr().out
+    assert ("- MISSED: ablation no_cross 41.5 vs full 42.5 at K=8 (mean of 2 seeds): full - no_cross +1.0 [-2.0, +3.5], "
+            "10 won / 4 lost (target: below full, interval above 0)") in out
+    assert "- met: ablation no_gnn 36.5 vs full 42.5" in out and out.rstrip().endswith("5 of 6 targets met")
+    with pytest.raises(SystemExit, match=r"abl.json: rows.no_qformer: missing \(--interval-above-zero"):
+        targets.main([str(res), "--ablation", str(abl), "--interval-above-zero", "no_qformer"])
+
+
 def test_transfer_rows_flag_a_loss_to_majority(tmp_path, capsys):
     res = write(tmp_path, "results.json", results(majority=87.0, trace=91.0, trace_grounded=94.0,
                                                   grounded_vote=90.0, weighted_token=90.0))
