@@ -170,6 +170,8 @@ def main() -> None:
                 rows["divinit"] = run_one(engine, toolbox, questions, div, work, "divinit")
         finally:
             engine.close()
+    # Without a model comparison the strategies ran on the last (or only) model given.
+    strategy_model = strategy_model or models[-1]
 
     out = []
     if "models" in results:
@@ -178,7 +180,7 @@ def main() -> None:
                           "generated_tokens", "tok_s", "wall", "engine_start_s"]))
         out.append(f"default policy model by valid-action rate: {strategy_model}")
     if "partial_vs_standard" in results:
-        out.append(table(f"2. partial vs standard, N=k={a.k}, model {strategy_model or models[-1]}", results["partial_vs_standard"],
+        out.append(table(f"2. partial vs standard, N=k={a.k}, model {strategy_model}", results["partial_vs_standard"],
                          ["computed_tokens", "generated_tokens", "prompt_tokens", "cached_tokens", "llm_calls",
                           "wall", "em", "pass_at_k", "valid_action_rate"]))
         std = results["partial_vs_standard"]["standard"]["computed_tokens"]
@@ -186,11 +188,11 @@ def main() -> None:
             if name != "standard":
                 out.append(f"{name}: {100 * (1 - row['computed_tokens'] / std):.1f}% fewer computed tokens than standard")
     if "divinit_vs_standard" in results:
-        out.append(table(f"3. divinit vs standard, k={a.k}, model {strategy_model or models[-1]}", results["divinit_vs_standard"],
+        out.append(table(f"3. divinit vs standard, k={a.k}, model {strategy_model}", results["divinit_vs_standard"],
                          ["qpd_turn1", "atd", "doc_overlap", "pass_at_k", "em", "llm_calls", "computed_tokens", "wall"]))
     print("\n\n".join(out))
     if a.json:
-        a.json.write_text(json.dumps({"args": vars(a) | {"json": str(a.json)}, "default_model": strategy_model or models[-1],
+        a.json.write_text(json.dumps({"args": vars(a) | {"json": str(a.json)}, "default_model": strategy_model,
                                       "results": results}, indent=2, default=str))
 
 
