@@ -10,7 +10,8 @@
 #      graphs leave out), at most 1,700. The first 256 train questions were 50% mixed among bridge and
 #      93% among compositional questions, the first 104 dev ones 81% among comparison questions, so
 #      about 1,450 questions should do; every 100 fewer saves 800 trajectories, two hours on a machine
-#      without AMX, before the sealed pool can start. A later run with --limit 2162 extends the pool;
+#      without AMX, before the sealed pool can start. A rerun whose pool has reached the target skips the
+#      stage (the pool stopped at 1,448 questions, 875 mixed). A later run with --limit 2162 extends it;
 #   4. dev: extended to K=16;
 #   5. DivInit and standard sampling on the same 150 other dev questions (the next 150) x K=8, the
 #      matched-compute comparison (no other pool uses these questions);
@@ -47,16 +48,21 @@ train() { rollout --split train --limit "$1" --k 8 --out "$out/wikihops-train.js
 dev() { rollout --split dev --limit 200 --k "$1" --out "$out/wikihops-dev.jsonl.gz" order=mixed "${@:2}"; }
 matched() { rollout --split dev --offset 200 --limit 150 --k 8 --out "$out/wikihops-dev-$1.jsonl.gz" order=mixed "strategy=${2:-$1}" "${@:3}"; }
 sealed() { rollout --split test --limit "$1" --k 16 --out "$out/wikihops-test-sealed.jsonl.gz" order=mixed "${@:2}"; }
+train_counts() {  # the train pool's questions and mixed questions
+  "$py" -m trace_selector.cli validate --json "$out/wikihops-train.jsonl.gz" |
+    "$py" -c 'import json, sys; d = json.load(sys.stdin); print(d["questions"], round(d["mixed"] * d["questions"]))'
+}
 # Stage 3: a step that ends short of its limit was stopped (drained), and so is the stage.
 mixed_train() {  # target, most questions, rollout overrides
   local target=$1 most=$2 limit questions mixed
-  # A rerun starts at the step the pool had reached, not below it.
-  questions=$("$py" -m trace_selector.cli validate --field accounting.questions "$out/wikihops-train.jsonl.gz")
+  # A rerun starts at the step the pool had reached, not below it, and a pool that has reached its
+  # target is done: finishing the step costs hours on a machine without AMX and adds nothing a target needs.
+  read -r questions mixed < <(train_counts)
+  if (( mixed >= target )); then echo "train pool: $questions questions, $mixed mixed (target $target reached)"; return; fi
   limit=$(( (questions + 99) / 100 * 100 )); (( limit >= 400 )) || limit=400; (( limit <= most )) || limit=$most
   while :; do
     train "$limit" order=mixed "${@:3}"
-    read -r questions mixed < <("$py" -m trace_selector.cli validate --json "$out/wikihops-train.jsonl.gz" |
-      "$py" -c 'import json, sys; d = json.load(sys.stdin); print(d["questions"], round(d["mixed"] * d["questions"]))')
+    read -r questions mixed < <(train_counts)
     echo "train pool: $questions questions, $mixed mixed (target $target)"
     if (( mixed >= target || questions < limit || limit >= most )); then return; fi
     limit=$(( limit + 100 > most ? most : limit + 100 ))
