@@ -127,3 +127,39 @@ def test_stop_waits_for_the_rollout_under_the_script(tmp_path):
         _job(tmp_path, "stop", env=env)
         subprocess.run(["git", "-C", str(SCRIPT.parents[1]), "worktree", "remove", "--force", str(tmp_path / "wt")],
                        capture_output=True)
+
+
+def _stages(tmp_path: Path, mixed: float) -> list[str]:
+    """The calls experiments/grow_wikihops_pools.sh makes when every rollout returns at once and the
+    train pool holds 1,448 questions of which the share `mixed` is mixed."""
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\necho "$*" >> "$STUB_LOG"\n'
+                    f'case "$*" in *"validate --json"*) echo \'{{"questions": 1448, "mixed": {mixed}}}\';;\n'
+                    '  *"-c "*) exec python3 "$@";; esac\n')
+    stub.chmod(0o755)
+    log = tmp_path / "calls.log"
+    done = subprocess.run(["bash", str(SCRIPT.with_name("grow_wikihops_pools.sh")), str(tmp_path / "out")],
+                          env={**os.environ, "PYTHON": str(stub), "STUB_LOG": str(log)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [line for line in log.read_text().splitlines() if "validate" not in line and "-c " not in line]
+
+
+def test_wikihops_stages_skip_a_train_pool_that_reached_its_target(tmp_path):
+    """875 of 1,448 mixed is past the target of 850: no train step runs after the first stage."""
+    calls = _stages(tmp_path, 875 / 1448)
+    limits = [c.split("--limit ")[1].split()[0] for c in calls if "--split train" in c]
+    assert limits == ["256"]
+    outs = [c.split(" --out ")[1].split()[0].rsplit("/", 1)[1] for c in calls if " --out " in c]
+    assert outs == ["wikihops-train.jsonl.gz", "wikihops-dev.jsonl.gz", "wikihops-dev.jsonl.gz",
+                    "wikihops-dev-divinit.jsonl.gz", "wikihops-dev-standard150.jsonl.gz",
+                    "wikihops-test-sealed.jsonl.gz"]
+    assert any("rollout_strategies.py" in c for c in calls)
+
+
+def test_wikihops_stages_finish_the_train_step_below_the_target(tmp_path):
+    """800 mixed: the stage resumes at the step the pool reached (1,500), and a step that ends short of its
+    limit (the stub adds nothing) ends the stage."""
+    calls = _stages(tmp_path, 800 / 1448)
+    limits = [c.split("--limit ")[1].split()[0] for c in calls if "--split train" in c]
+    assert limits == ["256", "1500"]
