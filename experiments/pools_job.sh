@@ -6,7 +6,8 @@
 #   experiments/pools_job.sh start     # worktree at this checkout's HEAD, committed pools copied out, job started
 #   experiments/pools_job.sh status    # is it running, the pools' sizes, the log's last line
 #   experiments/pools_job.sh collect   # copy every pool the job has grown into data/pools, and any benchmark
-#                                      # JSON a stage wrote into benchmarks/ (then git add + commit)
+#                                      # JSON a stage wrote into benchmarks/ (then git add -A + commit); a pool
+#                                      # caught while a stage raises its K goes to data/pools/partial/ instead
 #   experiments/pools_job.sh drain     # stop after the chunk in flight, with a snapshot: nothing generated is lost
 #   experiments/pools_job.sh stop      # SIGTERM to the job's process group at once: the chunk in flight is lost
 #
@@ -24,6 +25,10 @@ out=$(realpath -m "${POOLS_DIR:-../pools}")
 wt=$(realpath -m "${POOLS_WORKTREE:-../pools-wt}")
 py=${PYTHON:-$repo/.venv/bin/python}
 dest_dir=${POOLS_DEST:-data/pools}
+# A pool caught in the middle of a stage that raises its K (some questions at the new K, the rest at the
+# old) is no pool to evaluate: the committed figures would stop reproducing. It is committed here instead,
+# so that a new machine resumes it, and the finished pool replaces it.
+partial_dir=$dest_dir/partial
 bench_dir=${POOLS_BENCH_DEST:-benchmarks}
 script=${POOLS_SCRIPT:-experiments/grow_pools.sh}
 names=${POOLS_NAMES:-wikileads-train wikileads-test-sealed wikileads-dev-divinit}
@@ -37,6 +42,13 @@ running() { [[ -f $pidfile ]] && kill -0 -- "-$(cat "$pidfile")" 2>/dev/null; } 
 field() { "$py" -m trace_selector.cli validate "$1" --field "$2"; }  # one sidecar field, as JSON
 recorded() { field "$1" accounting.trajectories 2>/dev/null || echo -1; }
 lines() { gzip -cd "$1" | wc -l; }
+midstage() {  # a snapshot with fewer trajectories than its questions times the K its stage is raising it to
+  local k questions
+  [[ $(field "$1" extra.snapshot 2>/dev/null) == true ]] || return 1
+  k=$(sed -n 's/^k: *\([0-9]*\) *$/\1/p' "$1.config.yaml" 2>/dev/null)
+  questions=$(field "$1" accounting.questions 2>/dev/null) || return 1
+  [[ -n $k ]] && (( $(recorded "$1") < questions * k ))
+}
 
 case "${1:-}" in
   start)
@@ -54,6 +66,9 @@ case "${1:-}" in
     # session's own, newer work.
     for name in $names; do
       pool=$dest_dir/$name.jsonl.gz
+      if [[ -f $partial_dir/$name.jsonl.gz ]] && (( $(recorded "$partial_dir/$name.jsonl.gz") > $(recorded "$pool") )); then
+        pool=$partial_dir/$name.jsonl.gz
+      fi
       [[ -f $pool ]] || continue
       dest=$out/$(basename "$pool")
       if (( $(recorded "$pool") > $(recorded "$dest") )); then
@@ -97,11 +112,18 @@ case "${1:-}" in
         if (( attempt == 5 )); then echo "error: $pool and its sidecar keep disagreeing" >&2; rm -rf "$tmp"; exit 1; fi
         sleep 1
       done
+      where=
+      if midstage "$tmp/$(basename "$pool")"; then
+        dest=$partial_dir/$(basename "$pool") where=" (mid-stage: $dest_dir keeps the finished pool it extends)"
+        mkdir -p "$partial_dir"
+      fi
       if (( $(recorded "$tmp/$(basename "$pool")") > $(recorded "$dest") )); then
         mv "$tmp/pool.jsonl.gz" "$dest"
         mv "$tmp/$(basename "$pool").meta.json" "$dest.meta.json"
         mv "$tmp/$(basename "$pool").config.yaml" "$dest.config.yaml"
-        echo "collected $dest: $(recorded "$dest") trajectories"
+        echo "collected $dest: $(recorded "$dest") trajectories$where"
+        # The finished pool supersedes the mid-stage one.
+        if [[ -z $where ]]; then rm -f "$partial_dir/$(basename "$pool")"{,.meta.json,.config.yaml}; fi
       fi
       rm -rf "$tmp"
     done

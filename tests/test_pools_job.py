@@ -46,6 +46,59 @@ def test_collect_copies_larger_pools_and_keeps_larger_committed_ones(tmp_path):
     assert not list((tmp_path / "dest").glob(".collect.*"))
 
 
+def _raised(path: Path, questions: int, raised: int) -> None:
+    """A snapshot of a stage raising K from 1 to 2: the first `raised` questions have their second trajectory."""
+    groups = []
+    for q in range(questions):
+        ts = [Trajectory(str(q), f"question {q}?", s, "a", golden_answers=["a"]) for s in range(2 if q < raised else 1)]
+        groups.append(QuestionGroup(str(q), f"question {q}?", ["a"], ts))
+    meta = PoolMeta(setting="wikileads", accounting={"trajectories": questions + raised, "questions": questions},
+                    extra={"snapshot": raised < questions})
+    write_pool(Pool(groups, meta), path)
+    path.with_name(path.name + ".config.yaml").write_text(f"limit: {questions}\nk: 2\n")
+
+
+def test_collect_keeps_a_pool_caught_raising_its_k_apart_until_the_stage_ends(tmp_path):
+    """Half of the questions at the new K: the committed K=1 pool stays, the snapshot goes to partial/;
+    the finished pool then replaces the K=1 one and the partial copy is gone."""
+    for folder in ("job", "dest"):
+        (tmp_path / folder).mkdir()
+    _raised(tmp_path / "dest" / "wikileads-train.jsonl.gz", 4, 0)
+    _raised(tmp_path / "job" / "wikileads-train.jsonl.gz", 4, 2)
+    done = _job(tmp_path, "collect")
+    assert done.returncode == 0, done.stderr
+    partial = tmp_path / "dest" / "partial" / "wikileads-train.jsonl.gz"
+    assert done.stdout.startswith(f"collected {partial}: 6 trajectories (mid-stage: ")
+    assert sum(1 for _ in read_pool(partial).trajectories()) == 6
+    assert sum(1 for _ in read_pool(tmp_path / "dest" / "wikileads-train.jsonl.gz").trajectories()) == 4
+    _raised(tmp_path / "job" / "wikileads-train.jsonl.gz", 4, 4)
+    done = _job(tmp_path, "collect")
+    assert done.stdout.strip() == f"collected {tmp_path}/dest/wikileads-train.jsonl.gz: 8 trajectories"
+    assert sum(1 for _ in read_pool(tmp_path / "dest" / "wikileads-train.jsonl.gz").trajectories()) == 8
+    assert list((tmp_path / "dest" / "partial").iterdir()) == []
+
+
+def test_start_resumes_from_the_partial_pool_when_it_holds_more(tmp_path):
+    """A new machine's job folder starts from the mid-stage pool, not from the finished one it extends."""
+    (tmp_path / "dest" / "partial").mkdir(parents=True)
+    _raised(tmp_path / "dest" / "wikileads-train.jsonl.gz", 4, 0)
+    _raised(tmp_path / "dest" / "partial" / "wikileads-train.jsonl.gz", 4, 3)
+    stub = tmp_path / "python"  # the real validate; no setting to prepare
+    stub.write_text(f'#!/usr/bin/env bash\ncase "$*" in *"data prepare"*) exit 0;; esac\nexec {sys.executable} "$@"\n')
+    stub.chmod(0o755)
+    env = {"PYTHON": str(stub), "POOLS_WORKTREE": str(tmp_path / "wt"), "POOLS_SCRIPT": "/bin/true",
+           "POOLS_NAMES": "wikileads-train"}
+    try:
+        started = _job(tmp_path, "start", env=env)
+        assert started.returncode == 0, started.stderr
+        assert f"copied {tmp_path}/dest/partial/wikileads-train.jsonl.gz (7 trajectories)" in started.stdout
+        assert sum(1 for _ in read_pool(tmp_path / "job" / "wikileads-train.jsonl.gz").trajectories()) == 7
+    finally:
+        _job(tmp_path, "stop", env=env)
+        subprocess.run(["git", "-C", str(SCRIPT.parents[1]), "worktree", "remove", "--force", str(tmp_path / "wt")],
+                       capture_output=True)
+
+
 def test_collect_copies_a_stage_benchmark_only_when_it_changed(tmp_path):
     (tmp_path / "job" / "benchmarks").mkdir(parents=True)
     (tmp_path / "job" / "benchmarks" / "b.json").write_text('{"x": 1}\n')
