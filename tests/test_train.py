@@ -26,6 +26,7 @@ from trace_selector.train import (
     resolve_config,
     selected_correct,
     train,
+    validation_text,
 )
 from trace_selector.train.data import PoolDataModule, shared_answers, split_validation
 
@@ -150,6 +151,8 @@ def test_question_split_warns_when_answers_are_shared(tmp_path):
     dm = PoolDataModule(tiny_config(tmp_path, *common, "data.val_split=answer"))
     dm.setup()
     assert dm.shared_answers == 0 and dm.val_questions > 0
+    assert dm.val_k == (6, 6)
+    assert f", {dm.val_questions} questions x 6; the checkpoint was chosen" in validation_text(dm.config, dm)
 
 
 def test_model_card_counts_questions_mixed_only_through_a_trajectory_the_graphs_leave_out(tmp_path):

@@ -103,6 +103,8 @@ class PoolDataModule(L.LightningDataModule):
         self.val_questions = 0
         self.shared_answers: int | None = None
         """Validation questions sharing a gold answer with a training question (None: not counted)."""
+        self.val_k: tuple[int, int] | None = None
+        """Fewest and most trajectories of a validation question (None: graphs given, not counted)."""
         self.train_questions_seen = 0
         """Training graphs before the mixed filter (`train_graphs` keeps the mixed ones)."""
         self.train_drops: DropReport | None = None
@@ -161,6 +163,9 @@ class PoolDataModule(L.LightningDataModule):
             raise InputError(f"model.embed_dim={m.embed_dim} but encoder {self.encoder.identity} gives {self.encoder.dim}")
         train_groups, val_groups = self._pools()
         self.shared_answers = shared_answers(train_groups, val_groups)
+        # The card says at which K the checkpoint was chosen: a pool extended later (K=8 to 16) reads otherwise.
+        sizes = [len(g.trajectories) for g in val_groups]
+        self.val_k = (min(sizes), max(sizes)) if sizes else None
         if self.shared_answers and not d.val_pool and d.val_split == "question":
             warnings.warn(f"{self.shared_answers} of {len(val_groups)} validation questions share a gold answer with a "
                           "training question, so validation accuracy flatters the selector; data.val_split=answer "

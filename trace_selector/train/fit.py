@@ -165,5 +165,6 @@ def validation_text(cfg: TrainConfig, dm: PoolDataModule) -> str:
     views = f" at full K and first {', '.join(map(str, d.val_budgets))}" if d.val_budgets else ""
     shared = (f" ({dm.shared_answers} of them share a gold answer with a training question)"
               if dm.shared_answers else "")
-    return (f"{where}, {dm.val_questions} questions{views}{shared}; the checkpoint was chosen on them, so scores "
+    k = "" if dm.val_k is None else f" x {dm.val_k[0]}" if dm.val_k[0] == dm.val_k[1] else f" x {dm.val_k[0]}-{dm.val_k[1]}"
+    return (f"{where}, {dm.val_questions} questions{k}{views}{shared}; the checkpoint was chosen on them, so scores "
             "there are not held-out")
