@@ -165,6 +165,9 @@ def validation_text(cfg: TrainConfig, dm: PoolDataModule) -> str:
     views = f" at full K and first {', '.join(map(str, d.val_budgets))}" if d.val_budgets else ""
     shared = (f" ({dm.shared_answers} of them share a gold answer with a training question)"
               if dm.shared_answers else "")
-    k = "" if dm.val_k is None else f" x {dm.val_k[0]}" if dm.val_k[0] == dm.val_k[1] else f" x {dm.val_k[0]}-{dm.val_k[1]}"
+    k = ""
+    if dm.val_k is not None:
+        lo, hi = dm.val_k
+        k = f" x {lo}" if lo == hi else f" x {lo}-{hi}"
     return (f"{where}, {dm.val_questions} questions{k}{views}{shared}; the checkpoint was chosen on them, so scores "
             "there are not held-out")
