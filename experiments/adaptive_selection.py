@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=Path, default=None, help="dev pool the choices are made on (default: the setting's)")
     p.add_argument("--checkpoint", action="append", default=None, metavar="NAME=PATH",
                    help="selector rows (default: the setting's trace and trace_grounded checkpoints, those that exist)")
+    p.add_argument("--k", type=int, default=None,
+                   help="read each question's first K trajectories by sample id, as `evaluate --k` does (default: all)")
     p.add_argument("--wave", type=int, default=2, help="trajectories per wave (default 2)")
     p.add_argument("--tolerance", type=float, default=0.5, help="EM points a row may lose to its target (default 0.5)")
     p.add_argument("--orders", type=int, default=20,
@@ -243,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.sealed and a.record.exists():
         print(f"error: {a.record} exists: the sealed pool has been evaluated adaptively once already", file=sys.stderr)
         return 1
-    if a.wave < 1 or a.tolerance < 0 or a.threads < 1 or a.bootstrap < 1 or a.orders < 0:
-        print("error: --wave, --threads and --bootstrap must be >= 1, --tolerance and --orders >= 0", file=sys.stderr)
+    if a.wave < 1 or a.tolerance < 0 or a.threads < 1 or a.bootstrap < 1 or a.orders < 0 or (a.k is not None and a.k < 1):
+        print("error: --k, --wave, --threads and --bootstrap must be >= 1, --tolerance and --orders >= 0", file=sys.stderr)
         return 1
     defaults = list(setting.checkpoints)
     if a.checkpoint is None:  # a setting's selectors may not be trained yet: voting rows alone then
@@ -263,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     checkpoints = {n: str(ROOT / c) if not Path(c).is_absolute() and (ROOT / c).exists() else c for n, c in checkpoints.items()}
 
-    dev = restrict(read_pool(a.pool).groups, None)
+    dev = restrict(read_pool(a.pool).groups, a.k)
     k = max(len(g.trajectories) for g in dev)
     rows, replays = histories(dev, checkpoints, a.wave, a.threads, arrival(dev, a.orders, a.order_seed))
     temperatures = {f"{n}_adaptive": fit_temperature([item for history in replays[f"{n}_adaptive"]
@@ -286,11 +288,11 @@ def main(argv: list[str] | None = None) -> int:
                  for n in checkpoints]
     results = {"dev": report(f"dev {a.pool.name} (choices made here, in-sample)", dev, tabs,
                              choices + defaults, k, a.bootstrap, a.tolerance, a.orders),
-               "wave": a.wave, "tolerance": a.tolerance, "orders": a.orders, "order_seed": a.order_seed,
+               "k": a.k, "wave": a.wave, "tolerance": a.tolerance, "orders": a.orders, "order_seed": a.order_seed,
                "temperatures": temperatures}
 
     if a.sealed:
-        sealed = restrict(read_pool(sealed_pool).groups, None)
+        sealed = restrict(read_pool(sealed_pool).groups, a.k)
         rows, replays = histories(sealed, checkpoints, a.wave, a.threads, arrival(sealed, a.orders, a.order_seed))
         tabs = tables(rows, replays, sealed, temperatures)
         results["sealed"] = report(f"sealed {sealed_pool.name} (dev choices applied)", sealed, tabs,

@@ -412,6 +412,15 @@ def test_benchmark_chooses_on_dev_and_opens_the_sealed_pool_only_when_asked(tmp_
             assert (row["em_sd_over_orders"] == 0) == (orders == 0)  # one replay has no spread
         assert bench.main(args + ["--orders", "-1"]) == 1
         assert "--orders >= 0" in capsys.readouterr().err
+        assert bench.main(args + ["--k", "0"]) == 1
+        assert "--k, --wave" in capsys.readouterr().err
+        # --k reads the first K by sample id, as `evaluate --k` does: no row uses more than K.
+        out = tmp_path / "k4.json"
+        assert bench.main(args + ["--k", "4", "--orders", "0", "--out", str(out)]) == 0
+        res = json.loads(out.read_text())
+        assert res["k"] == 4 and res["dev"]["k"] == 4
+        used = [r["mean_trajectories"] for r in res["dev"]["rows"]]
+        assert max(used) == pytest.approx(4) and all(u <= 4 + 1e-9 for u in used)  # this pool has 5 or 6 each
         assert bench.main(args + ["--sealed", "--out", str(tmp_path / "both.json")]) == 0
         res = json.loads((tmp_path / "both.json").read_text())
         assert [r["row"] for r in res["sealed"]["rows"]] == [r["row"] for r in res["dev"]["rows"]]
