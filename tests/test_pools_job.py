@@ -182,7 +182,7 @@ def test_stop_waits_for_the_rollout_under_the_script(tmp_path):
                        capture_output=True)
 
 
-def _stages(tmp_path: Path, mixed: float) -> list[str]:
+def _stages(tmp_path: Path, mixed: float, env: dict[str, str] | None = None) -> list[str]:
     """The calls experiments/grow_wikihops_pools.sh makes when every rollout returns at once and the
     train pool holds 1,448 questions of which the share `mixed` is mixed."""
     stub = tmp_path / "python"
@@ -192,7 +192,7 @@ def _stages(tmp_path: Path, mixed: float) -> list[str]:
     stub.chmod(0o755)
     log = tmp_path / "calls.log"
     done = subprocess.run(["bash", str(SCRIPT.with_name("grow_wikihops_pools.sh")), str(tmp_path / "out")],
-                          env={**os.environ, "PYTHON": str(stub), "STUB_LOG": str(log)},
+                          env={**os.environ, "PYTHON": str(stub), "STUB_LOG": str(log), **(env or {})},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return [line for line in log.read_text().splitlines() if "validate" not in line and "-c " not in line]
@@ -208,6 +208,13 @@ def test_wikihops_stages_skip_a_train_pool_that_reached_its_target(tmp_path):
                     "wikihops-dev-divinit.jsonl.gz", "wikihops-dev-standard150.jsonl.gz",
                     "wikihops-test-sealed.jsonl.gz"]
     assert any("rollout_strategies.py" in c for c in calls)
+
+
+def test_wikihops_stages_defer_the_partial_benchmark(tmp_path):
+    """DEFER_PARTIAL=1 skips the one stage that cannot resume; the sealed pool still grows after it."""
+    calls = _stages(tmp_path, 875 / 1448, env={"DEFER_PARTIAL": "1"})
+    assert not any("rollout_strategies.py" in c for c in calls)
+    assert calls[-1].split(" --out ")[1].split()[0].endswith("wikihops-test-sealed.jsonl.gz")
 
 
 def test_wikihops_stages_finish_the_train_step_below_the_target(tmp_path):
