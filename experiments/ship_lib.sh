@@ -68,6 +68,7 @@ targets() {  # results folder, ablation JSON (may not exist yet)
   say "targets"
   local extra=() f
   if [[ -f $2 ]]; then extra+=(--ablation "$2" --interval-above-zero "${STRICT_ABLATIONS:-}"); fi
+  if [[ -n ${STRATEGY_JSON:-} && -f $STRATEGY_JSON ]]; then extra+=(--strategy "$STRATEGY_JSON"); fi
   for f in "$RUNS"/transfer-*/results.json; do
     if [[ -f $f ]]; then extra+=(--transfer "$f"); fi
   done

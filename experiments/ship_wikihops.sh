@@ -65,7 +65,8 @@ case "${1:-}" in
     transfers all
     from_wikileads $DEV "$RUNS/from-wikileads-dev"
     if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
-    targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
+    # The DivInit target is read on dev questions (issue 32 item 3), so only here.
+    STRATEGY_JSON=$RUNS/divinit-vs-standard.json targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
     ;;
   prepare)
     ablations

@@ -7,6 +7,7 @@ target is read, not hidden.
     .venv/bin/python experiments/targets.py runs/ship/sealed                 # the final numbers
     .venv/bin/python experiments/targets.py runs/ship/dev --ablation runs/ship/ablation-dev.json \\
         --transfer runs/ship/transfer-wikileads-0.5b-dev runs/ship/transfer-wikileads-dev-divinit
+    .venv/bin/python experiments/targets.py runs/ship-wikihops/dev --strategy runs/ship-wikihops/divinit-vs-standard.json
 
 The targets (issue 15; issue 32 adds the stricter ablation rule), on the pool of RESULTS (results.json
 of `trace-selector evaluate`):
@@ -16,7 +17,10 @@ of `trace-selector evaluate`):
 - `trace_grounded` (ours) at least the best heuristic (`grounded_vote`, `weighted_token`) + 2 EM;
 - every ablation of the paper configuration below the full model (`experiments/pool_ablation.py --out`);
   the variants named by --interval-above-zero (the multi-hop setting's `no_cross`, issue 32) with the
-  paired interval of full minus the variant above 0 as well.
+  paired interval of full minus the variant above 0 as well;
+- with --strategy (the JSON of `experiments/strategy_comparison.py --out`, DivInit as A against standard
+  sampling as B at the same K, issue 32): A's pass@K at least B's + 5, or a negative reported with its
+  interval.
 Transfer pools are listed against majority vote; no target, but a row below it must say so in its card.
 """
 
@@ -125,6 +129,24 @@ def ablation_targets(ablation: dict[str, Any], source: Path, strict: frozenset[s
     return lines
 
 
+STRATEGY_GAIN = 5.0
+"""Pass@K points the diverse strategy has to add over standard sampling at matched compute (issue 32)."""
+
+
+def strategy_target(comparison: dict[str, Any], source: Path) -> tuple[str, bool]:
+    """(line, met): strategy A's pass@K minus strategy B's, paired by question, against STRATEGY_GAIN."""
+    for key in ("a", "b", "methods"):
+        if key not in comparison:
+            sys.exit(f"error: {source}: {key}: missing (not written by strategy_comparison.py --out?)")
+    row = comparison["methods"].get("oracle")
+    if row is None:
+        sys.exit(f"error: {source}: methods.oracle: missing (compare per-question files with the oracle row)")
+    a, b = comparison["a"], comparison["b"]
+    line = (f"{a} pass@K {row['em_a']:.1f} vs {b} {row['em_b']:.1f} on {comparison.get('questions', '?')} paired questions: "
+            f"{pair_text(row)} (target >= {points(STRATEGY_GAIN)})")
+    return line, row["diff"] >= STRATEGY_GAIN
+
+
 def transfer_lines(results: dict[str, Any], source: Path) -> list[str]:
     """One line per selector row of a transfer pool, against majority vote."""
     majority = method(results, "majority", source)
@@ -145,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval-above-zero", default="", metavar="VARIANTS",
                     help="comma-separated ablation variants whose full-minus-variant interval must lie above 0 "
                          "(default: none; ship_wikihops.sh passes no_cross)")
+    ap.add_argument("--strategy", type=Path, default=None,
+                    help="JSON of experiments/strategy_comparison.py --out (DivInit as A, standard sampling as B)")
     ap.add_argument("--transfer", type=Path, nargs="+", action="extend", default=[],
                     help="folders (or files) of transfer-pool results; repeatable")
     args = ap.parse_args(argv)
@@ -158,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.ablation is not None:
         strict = frozenset(v for v in args.interval_above_zero.split(",") if v)
         checks += ablation_targets(load(args.ablation), args.ablation, strict)
+    if args.strategy is not None:
+        checks.append(strategy_target(load(args.strategy), args.strategy))
     print(f"{results['pool']} ({results['n_questions']} questions, K={results['k']})")
     for line, ok in checks:
         print(f"- {verdict(ok)}: {line}")

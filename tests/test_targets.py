@@ -134,6 +134,27 @@ def test_transfer_rows_flag_a_loss_to_majority(tmp_path, capsys):
     assert lines[1].startswith("- transfer: p.jsonl.gz: trace_grounded 55.0") and "below" not in lines[1]
 
 
+def test_strategy_target_reads_the_paired_pass_at_k(tmp_path, capsys):
+    """DivInit's pass@K against standard sampling: +5 is met, less (a loss here) is MISSED with its interval."""
+    res = write(tmp_path, "results.json", results(majority=87.0, trace=91.0, trace_grounded=94.0,
+                                                  grounded_vote=90.0, weighted_token=91.5))
+
+    def comparison(diff: float) -> Path:
+        row = {"em_a": 70.0 + diff, "em_b": 70.0, **pair(diff, diff - 9.0, diff + 9.0, 14, 38)}
+        return write(tmp_path, "cmp.json", {"a": "divinit", "b": "standard", "questions": 150, "methods": {"oracle": row}})
+
+    assert targets.main([str(res), "--strategy", str(comparison(-16.0))]) == 0
+    out = capsys.readouterr().out
+    assert ("- MISSED: divinit pass@K 54.0 vs standard 70.0 on 150 paired questions: "
+            "-16.0 [-25.0, -7.0], 14 won / 38 lost (target >= +5.0)") in out
+    assert out.rstrip().endswith("4 of 5 targets met")
+    targets.main([str(res), "--strategy", str(comparison(5.0))])
+    assert "- met: divinit pass@K 75.0" in capsys.readouterr().out
+    bad = write(tmp_path, "bad.json", {"a": "divinit", "b": "standard", "methods": {"majority": {}}})
+    with pytest.raises(SystemExit, match=r"bad.json: methods.oracle: missing"):
+        targets.main([str(res), "--strategy", str(bad)])
+
+
 def test_errors_name_the_file_and_field(tmp_path):
     data = results(majority=87.0, trace=91.0, trace_grounded=94.0, grounded_vote=90.0, weighted_token=90.0)
     data["methods"]["weighted_token"] = {"skipped": "pool has no token log-probabilities"}
