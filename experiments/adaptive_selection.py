@@ -4,6 +4,8 @@ may stop sampling once it is sure, against the fixed K = 16 it otherwise reads.
     .venv/bin/python experiments/adaptive_selection.py                 # wikileads dev pool: choose settings, print
     .venv/bin/python experiments/adaptive_selection.py --sealed        # once, final: dev choices on the sealed pool
     .venv/bin/python experiments/adaptive_selection.py --setting wikihops   # the multi-hop pools and selectors
+    .venv/bin/python experiments/adaptive_selection.py --setting wikihops --k 8 \
+        --held-out data/pools/wikihops-dev-standard150.jsonl.gz   # dev choices on other, unsealed questions
 
 Rows (trace_selector/adaptive.py): Adaptive-Consistency (`majority_adaptive_ac`), Early-Stopping
 Self-Consistency (`majority_adaptive_esc`) and each shipped selector stopping on its calibrated
@@ -22,7 +24,9 @@ luck. Everything is chosen on the dev pool, in-sample (so the dev rows are optim
 
 `--sealed` first makes the same dev choices, then applies them unchanged to the sealed test pool,
 which is read nowhere else: without the flag this script refuses to open it, and with it the run
-writes `--record` and refuses to run again while that file exists.
+writes `--record` and refuses to run again while that file exists. `--held-out` applies the same
+choices to any other pool of questions the choices never saw (not a sealed one), as often as wanted:
+an out-of-sample reading before the final one.
 """
 
 from __future__ import annotations
@@ -219,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="JSON of the choices and tables")
     p.add_argument("--sealed", action="store_true",
                    help="final evaluation: apply the dev choices to the sealed test pool (reads it; once)")
+    p.add_argument("--held-out", type=Path, action="append", default=[], metavar="POOL",
+                   help="also apply the dev choices to this pool of other questions (not a sealed one); repeatable")
     p.add_argument("--record", type=Path, default=None,
                    help="--sealed writes this and refuses while it exists (default: the setting's)")
     a = p.parse_args(argv)
@@ -242,6 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     if not a.pool.is_file():
         print(f"error: {a.pool}: dev pool not found (the pools README says how each setting's pools grow)", file=sys.stderr)
         return 1
+    for pool in a.held_out:
+        if is_sealed(pool):
+            print(f"error: {pool} is a sealed test pool; --sealed reads it, once", file=sys.stderr)
+            return 1
+        if pool.resolve() == a.pool.resolve():
+            print(f"error: {pool} is the dev pool the choices are made on, not held out", file=sys.stderr)
+            return 1
+        if not pool.is_file():
+            print(f"error: {pool}: held-out pool not found", file=sys.stderr)
+            return 1
     if a.sealed and a.record.exists():
         print(f"error: {a.record} exists: the sealed pool has been evaluated adaptively once already", file=sys.stderr)
         return 1
@@ -291,13 +307,17 @@ def main(argv: list[str] | None = None) -> int:
                "k": a.k, "wave": a.wave, "tolerance": a.tolerance, "orders": a.orders, "order_seed": a.order_seed,
                "temperatures": temperatures}
 
+    def applied(pool: Path, title: str) -> dict[str, Any]:
+        """The dev choices (thresholds and temperatures) on another pool, unchanged."""
+        groups = restrict(read_pool(pool).groups, a.k)
+        rows, replays = histories(groups, checkpoints, a.wave, a.threads, arrival(groups, a.orders, a.order_seed))
+        return report(f"{title} {pool.name} (dev choices applied)", groups, tables(rows, replays, groups, temperatures),
+                      choices + defaults, max(len(g.trajectories) for g in groups), a.bootstrap, a.tolerance, a.orders)
+
+    if a.held_out:
+        results["held_out"] = {str(pool): applied(pool, "held-out") for pool in a.held_out}
     if a.sealed:
-        sealed = restrict(read_pool(sealed_pool).groups, a.k)
-        rows, replays = histories(sealed, checkpoints, a.wave, a.threads, arrival(sealed, a.orders, a.order_seed))
-        tabs = tables(rows, replays, sealed, temperatures)
-        results["sealed"] = report(f"sealed {sealed_pool.name} (dev choices applied)", sealed, tabs,
-                                   choices + defaults, max(len(g.trajectories) for g in sealed), a.bootstrap, a.tolerance,
-                                   a.orders)
+        results["sealed"] = applied(sealed_pool, "sealed")
         a.record.write_text(f"experiments/adaptive_selection.py --sealed ran on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
                             + json.dumps(results["sealed"], indent=1, default=str) + "\n")
     if a.out:

@@ -421,9 +421,22 @@ def test_benchmark_chooses_on_dev_and_opens_the_sealed_pool_only_when_asked(tmp_
         assert res["k"] == 4 and res["dev"]["k"] == 4
         used = [r["mean_trajectories"] for r in res["dev"]["rows"]]
         assert max(used) == pytest.approx(4) and all(u <= 4 + 1e-9 for u in used)  # this pool has 5 or 6 each
+        # --held-out applies the same choices to other questions, never to a sealed pool or the dev pool itself.
+        for pool, message in ((held, "is a sealed test pool"), (dev, "is the dev pool the choices are made on"),
+                              (tmp_path / "none.jsonl", "held-out pool not found")):
+            assert bench.main(args + ["--held-out", str(pool)]) == 1
+            assert message in capsys.readouterr().err
+        copy = tmp_path / "other.jsonl"
+        copy.write_bytes(held.read_bytes())
+        assert bench.main(args + ["--held-out", str(copy), "--out", str(tmp_path / "held.json")]) == 0
+        held_out = json.loads((tmp_path / "held.json").read_text())["held_out"][str(copy)]
+        assert not (tmp_path / "rec.txt").exists()
         assert bench.main(args + ["--sealed", "--out", str(tmp_path / "both.json")]) == 0
         res = json.loads((tmp_path / "both.json").read_text())
         assert [r["row"] for r in res["sealed"]["rows"]] == [r["row"] for r in res["dev"]["rows"]]
+        # the same questions give the held-out reading the sealed one: the same choices, orders and rows
+        assert [(r["row"], r["em"], r["mean_trajectories"]) for r in held_out["rows"]] == \
+            [(r["row"], r["em"], r["mean_trajectories"]) for r in res["sealed"]["rows"]]
         assert res["sealed"]["questions"] == 5 and (tmp_path / "rec.txt").exists()
         # Once: a second sealed run is refused while the record exists.
         assert bench.main(args + ["--sealed"]) == 1
