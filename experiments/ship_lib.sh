@@ -64,11 +64,11 @@ transfers() {  # all | missing: the transfer pools, each scored by this setting'
   done
 }
 
-targets() {  # results folder, ablation JSON (may not exist yet)
+targets() {  # results folder, ablation JSON, strategy comparison JSON (each may not exist yet; the last optional)
   say "targets"
   local extra=() f
   if [[ -f $2 ]]; then extra+=(--ablation "$2" --interval-above-zero "${STRICT_ABLATIONS:-}"); fi
-  if [[ -n ${STRATEGY_JSON:-} && -f $STRATEGY_JSON ]]; then extra+=(--strategy "$STRATEGY_JSON"); fi
+  if [[ -n ${3:-} && -f $3 ]]; then extra+=(--strategy "$3"); fi
   for f in "$RUNS"/transfer-*/results.json; do
     if [[ -f $f ]]; then extra+=(--transfer "$f"); fi
   done

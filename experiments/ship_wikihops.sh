@@ -66,7 +66,7 @@ case "${1:-}" in
     from_wikileads $DEV "$RUNS/from-wikileads-dev"
     if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
     # The DivInit target is read on dev questions (issue 32 item 3), so only here.
-    STRATEGY_JSON=$RUNS/divinit-vs-standard.json targets "$RUNS/dev" "$RUNS/ablation-dev.json" | tee "$RUNS/targets-dev.txt"
+    targets "$RUNS/dev" "$RUNS/ablation-dev.json" "$RUNS/divinit-vs-standard.json" | tee "$RUNS/targets-dev.txt"
     ;;
   prepare)
     ablations

@@ -49,6 +49,13 @@ def load(path: Path) -> dict[str, Any]:
         sys.exit(f"error: {path}: line {e.lineno}: not JSON ({e.msg})")
 
 
+def require(record: dict[str, Any], keys: tuple[str, ...], source: Path, writer: str) -> None:
+    """A one-line error naming the file and the first missing top-level key of a record `writer` writes."""
+    for key in keys:
+        if key not in record:
+            sys.exit(f"error: {source}: {key}: missing (not written by {writer}?)")
+
+
 def method(results: dict[str, Any], name: str, source: Path) -> dict[str, Any]:
     """The results entry of one scored method, or a one-line error naming the file and the method."""
     entry = results.get("methods", {}).get(name)
@@ -104,9 +111,7 @@ def pool_targets(results: dict[str, Any], source: Path) -> list[tuple[str, bool]
 def ablation_targets(ablation: dict[str, Any], source: Path, strict: frozenset[str] = frozenset()) -> list[tuple[str, bool]]:
     """(line, met) per ablation variant: its mean EM at full K below the full model's, and for the
     variants in `strict` the paired interval of full minus the variant above 0."""
-    for key in ("k", "rows"):
-        if key not in ablation:
-            sys.exit(f"error: {source}: {key}: missing (not written by pool_ablation.py --out?)")
+    require(ablation, ("k", "rows"), source, "pool_ablation.py --out")
     k = str(ablation["k"])
     rows = ablation["rows"]
     if "full" not in rows:
@@ -135,9 +140,7 @@ STRATEGY_GAIN = 5.0
 
 def strategy_target(comparison: dict[str, Any], source: Path) -> tuple[str, bool]:
     """(line, met): strategy A's pass@K minus strategy B's, paired by question, against STRATEGY_GAIN."""
-    for key in ("a", "b", "methods"):
-        if key not in comparison:
-            sys.exit(f"error: {source}: {key}: missing (not written by strategy_comparison.py --out?)")
+    require(comparison, ("a", "b", "methods"), source, "strategy_comparison.py --out")
     row = comparison["methods"].get("oracle")
     if row is None:
         sys.exit(f"error: {source}: methods.oracle: missing (compare per-question files with the oracle row)")
