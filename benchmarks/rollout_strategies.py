@@ -24,7 +24,10 @@ Run (2 cores: about 10-20 minutes for 10 questions with both models):
     # comparison questions that they use)
     python benchmarks/rollout_strategies.py --recipe rollout/wikihops-standard.yaml --setting wikihops \
         --offset 350 --limit 40 --k 8 --models qwen2.5-coder-1.5b --parts partial \
-        --json benchmarks/rollout_strategies-wikihops.json order=mixed
+        --json benchmarks/rollout_strategies-wikihops.json --pools runs/partial-pools order=mixed
+
+    # then pass@N and every selection method paired by question (evaluate --per-question on both pools,
+    # then experiments/strategy_comparison.py); experiments/ship_wikihops.sh dev does this
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def _reset_cache(engine) -> None:
 def run_one(engine, toolbox, questions, cfg: RolloutConfig, workdir: Path, name: str) -> dict:
     """One rollout into a fresh pool; returns its accounting plus answer metrics."""
     _reset_cache(engine)
-    out = workdir / f"{name}.jsonl"
+    out = workdir / f"{name}.jsonl.gz"
     t0 = time.perf_counter()
     run_rollout(cfg, out, engine=engine, toolbox=toolbox, questions=questions, progress=False)
     wall = time.perf_counter() - t0
@@ -94,6 +97,9 @@ def main() -> None:
     ap.add_argument("--agent-kind", default="webqa", choices=["webqa", "browsing"],
                     help="browsing: the search/open/find agent (up to agent.max_turns tool turns), where trajectories are long")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--pools", type=Path, default=None,
+                    help="folder for the runs' pools, kept for paired per-question analysis (default: a temporary "
+                         "folder); a folder that already holds pools is refused, since the runs would resume them")
     ap.add_argument("overrides", nargs="*", help="key=value RolloutConfig overrides for every run")
     a = ap.parse_args()
     from trace_selector import shutdown
@@ -104,7 +110,10 @@ def main() -> None:
     parts = set(a.parts.split(","))
     models = a.models.split(",")
     results: dict[str, dict] = {}
-    work = Path(tempfile.mkdtemp(prefix="rollout_bench_"))
+    if a.pools is not None and a.pools.exists() and any(a.pools.glob("*.jsonl*")):
+        ap.error(f"--pools {a.pools}: already holds pools; give an empty or new folder")
+    work = a.pools or Path(tempfile.mkdtemp(prefix="rollout_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
     if a.max_context is None and a.recipe is None:
         a.max_context = 2048
     context = [] if a.max_context is None else [f"agent.max_context={a.max_context}"]

@@ -64,15 +64,16 @@ transfers() {  # all | missing: the transfer pools, each scored by this setting'
   done
 }
 
-targets() {  # results folder, ablation JSON, strategy comparison JSON (each may not exist yet; the last optional)
+targets() {  # results folder, ablation JSON (may not exist yet), then more targets.py flags (optional)
   say "targets"
-  local extra=() f
-  if [[ -f $2 ]]; then extra+=(--ablation "$2" --interval-above-zero "${STRICT_ABLATIONS:-}"); fi
-  if [[ -n ${3:-} && -f $3 ]]; then extra+=(--strategy "$3"); fi
+  local results=$1 ablation=$2 extra=() f
+  shift 2
+  if [[ -f $ablation ]]; then extra+=(--ablation "$ablation" --interval-above-zero "${STRICT_ABLATIONS:-}"); fi
+  extra+=("$@")
   for f in "$RUNS"/transfer-*/results.json; do
     if [[ -f $f ]]; then extra+=(--transfer "$f"); fi
   done
-  "$PY" experiments/targets.py "$1" "${extra[@]}"
+  "$PY" experiments/targets.py "$results" "${extra[@]}"
 }
 
 open_sealed() {  # once ever: refuses a second reading of the sealed pool, then records this one

@@ -7,6 +7,7 @@
 #                                          # pool) into checkpoints/, and `trace` with the official TRACE
 #                                          # optimiser (a reference row, not shipped); evaluate the dev pool;
 #                                          # DivInit against standard sampling on the same 150 dev questions;
+#                                          # partial rollout against standard on 40 more (paired by question);
 #                                          # transfer both ways with the wikileads selectors; ablations on dev
 #   experiments/ship_wikihops.sh prepare   # while the sealed pool grows: the sealed run's ablation trainings
 #                                          # and transfer scores, so `sealed` later only scores
@@ -39,6 +40,10 @@ STRICT_ABLATIONS=no_cross  # issue 32: full - no cross-trajectory edges > 0 with
 # DivInit and standard sampling on the same 150 dev questions (the mixed order's 200-349) at K=8 (grow_wikihops_pools.sh).
 DIVINIT=data/pools/wikihops-dev-divinit.jsonl.gz
 STANDARD150=data/pools/wikihops-dev-standard150.jsonl.gz
+# Partial rollout against standard sampling at N=8 on 40 more dev questions (the mixed order's 350-389):
+# the accounting of benchmarks/rollout_strategies.py (stage 6 of grow_wikihops_pools.sh) and its two pools.
+PARTIAL_BENCH=benchmarks/rollout_strategies-wikihops.json
+PARTIAL_POOLS=experiments/results/wikihops-partial
 source experiments/ship_lib.sh
 
 matched() {  # DivInit against standard sampling, paired by question, every method on both pools
@@ -48,6 +53,25 @@ matched() {  # DivInit against standard sampling, paired by question, every meth
   say "DivInit - standard at matched compute (K=8 each)"
   "$PY" experiments/strategy_comparison.py "$RUNS/divinit/per_question.jsonl" "$RUNS/standard150/per_question.jsonl" \
     --names divinit,standard --out "$RUNS/divinit-vs-standard.json" | tee "$RUNS/divinit-vs-standard.txt"
+}
+
+partial() {  # partial rollout against standard sampling: the benchmark's two pools, paired by question
+  if [[ ! -f $PARTIAL_POOLS/standard.jsonl.gz || ! -f $PARTIAL_POOLS/partial-exploration.jsonl.gz ]]; then
+    echo "skip partial rollout: its pools are not in $PARTIAL_POOLS yet"; return
+  fi
+  evaluate "$PARTIAL_POOLS/partial-exploration.jsonl.gz" "$RUNS/partial"
+  evaluate "$PARTIAL_POOLS/standard.jsonl.gz" "$RUNS/partial-standard"
+  say "partial rollout - standard at equal N"
+  "$PY" experiments/strategy_comparison.py "$RUNS/partial/per_question.jsonl" "$RUNS/partial-standard/per_question.jsonl" \
+    --names partial,standard --out "$RUNS/partial-vs-standard.json" | tee "$RUNS/partial-vs-standard.txt"
+}
+
+dev_strategy_targets() {  # targets.py flags for the rollout strategies' comparisons that exist
+  if [[ -f $RUNS/divinit-vs-standard.json ]]; then printf '%s\n' --strategy "$RUNS/divinit-vs-standard.json"; fi
+  if [[ -f $PARTIAL_BENCH ]]; then
+    printf '%s\n' --partial "$PARTIAL_BENCH"
+    if [[ -f $RUNS/partial-vs-standard.json ]]; then printf '%s\n' --partial-pairs "$RUNS/partial-vs-standard.json"; fi
+  fi
 }
 
 from_wikileads() {  # pool, output folder: the shipped wikileads selectors on a multi-hop pool
@@ -62,11 +86,13 @@ case "${1:-}" in
     train_run training/wikihops-official.yaml trace-official
     evaluate $DEV "$RUNS/dev"
     matched
+    partial
     transfers all
     from_wikileads $DEV "$RUNS/from-wikileads-dev"
     if [[ ${ABLATIONS:-1} != 0 ]]; then ablations $DEV "$RUNS/ablation-dev.json" | tee "$RUNS/ablation-dev.txt"; fi
-    # The DivInit target is read on dev questions (issue 32 item 3), so only here.
-    targets "$RUNS/dev" "$RUNS/ablation-dev.json" "$RUNS/divinit-vs-standard.json" | tee "$RUNS/targets-dev.txt"
+    # The DivInit and partial-rollout targets are read on dev questions (issue 32 items 3 and 4), so only here.
+    mapfile -t strategies < <(dev_strategy_targets)
+    targets "$RUNS/dev" "$RUNS/ablation-dev.json" "${strategies[@]}" | tee "$RUNS/targets-dev.txt"
     ;;
   prepare)
     ablations
@@ -81,5 +107,5 @@ case "${1:-}" in
     targets "$RUNS/sealed" "$RUNS/sealed/ablation.json" | tee "$RUNS/sealed/targets.txt"
     ;;
   *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

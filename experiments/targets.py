@@ -7,7 +7,8 @@ target is read, not hidden.
     .venv/bin/python experiments/targets.py runs/ship/sealed                 # the final numbers
     .venv/bin/python experiments/targets.py runs/ship/dev --ablation runs/ship/ablation-dev.json \\
         --transfer runs/ship/transfer-wikileads-0.5b-dev runs/ship/transfer-wikileads-dev-divinit
-    .venv/bin/python experiments/targets.py runs/ship-wikihops/dev --strategy runs/ship-wikihops/divinit-vs-standard.json
+    .venv/bin/python experiments/targets.py runs/ship-wikihops/dev --strategy runs/ship-wikihops/divinit-vs-standard.json \
+        --partial benchmarks/rollout_strategies-wikihops.json --partial-pairs runs/ship-wikihops/partial-vs-standard.json
 
 The targets (issue 15; issue 32 adds the stricter ablation rule), on the pool of RESULTS (results.json
 of `trace-selector evaluate`):
@@ -20,7 +21,10 @@ of `trace-selector evaluate`):
   paired interval of full minus the variant above 0 as well;
 - with --strategy (the JSON of `experiments/strategy_comparison.py --out`, DivInit as A against standard
   sampling as B at the same K, issue 32): A's pass@K at least B's + 5, or a negative reported with its
-  interval.
+  interval;
+- with --partial (the JSON of `benchmarks/rollout_strategies.py --parts partial`, issue 32): partial
+  rollout at least 15% fewer computed tokens than standard sampling at equal N, with pass@N at most 2
+  points below standard's (--partial-pairs, the two pools' strategy comparison, adds the paired interval).
 Transfer pools are listed against majority vote; no target, but a row below it must say so in its card.
 """
 
@@ -150,6 +154,45 @@ def strategy_target(comparison: dict[str, Any], source: Path) -> tuple[str, bool
     return line, row["diff"] >= STRATEGY_GAIN
 
 
+PARTIAL_SAVING = 15.0
+"""Percent fewer computed tokens partial rollout has to spend than standard sampling at equal N (issue 32)."""
+PARTIAL_PASS_LOSS = 2.0
+"""Pass@N points partial rollout may lose against standard sampling while saving them."""
+
+
+def partial_target(bench: dict[str, Any], source: Path, pairs: dict[str, Any] | None = None,
+                   pairs_source: Path | None = None) -> tuple[str, bool]:
+    """(line, met): partial rollout's computed-token saving and pass@N loss against standard sampling, from
+    the benchmark's accounting; the paired pass@N interval from `pairs` when given."""
+    require(bench, ("results",), source, "rollout_strategies.py --json")
+    rows = bench["results"].get("partial_vs_standard")
+    if not isinstance(rows, dict) or "standard" not in rows:
+        sys.exit(f"error: {source}: results.partial_vs_standard.standard: missing (run with --parts partial)")
+    name = next((n for n in rows if n.startswith("partial")), None)
+    if name is None:
+        sys.exit(f"error: {source}: results.partial_vs_standard: no partial row")
+    std, par = rows["standard"], rows[name]
+    for row, key in ((std, "standard"), (par, name)):
+        for field in ("computed_tokens", "pass_at_k"):
+            if field not in row:
+                sys.exit(f"error: {source}: results.partial_vs_standard.{key}.{field}: missing")
+    saving = 100 * (1 - par["computed_tokens"] / std["computed_tokens"])
+    loss = 100 * (par["pass_at_k"] - std["pass_at_k"])
+    paired = ""
+    if pairs is not None:
+        require(pairs, ("methods",), pairs_source, "strategy_comparison.py --out")
+        oracle = pairs["methods"].get("oracle")
+        if oracle is None:
+            sys.exit(f"error: {pairs_source}: methods.oracle: missing (compare per-question files with the oracle row)")
+        loss = oracle["diff"]
+        paired = f" [{points(oracle['low'])}, {points(oracle['high'])}], {oracle['won']} won / {oracle['lost']} lost"
+    line = (f"{name} vs standard at N={bench.get('args', {}).get('k', '?')}: {saving:.1f}% fewer computed tokens "
+            f"({par['computed_tokens']:,} vs {std['computed_tokens']:,}; target >= {PARTIAL_SAVING:.0f}%), "
+            f"pass@N {100 * par['pass_at_k']:.1f} vs {100 * std['pass_at_k']:.1f}: {points(loss)}{paired} "
+            f"(target >= -{PARTIAL_PASS_LOSS:.1f})")
+    return line, saving >= PARTIAL_SAVING and loss >= -PARTIAL_PASS_LOSS
+
+
 def transfer_lines(results: dict[str, Any], source: Path) -> list[str]:
     """One line per selector row of a transfer pool, against majority vote."""
     majority = method(results, "majority", source)
@@ -172,9 +215,16 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: none; ship_wikihops.sh passes no_cross)")
     ap.add_argument("--strategy", type=Path, default=None,
                     help="JSON of experiments/strategy_comparison.py --out (DivInit as A, standard sampling as B)")
+    ap.add_argument("--partial", type=Path, default=None,
+                    help="JSON of benchmarks/rollout_strategies.py --parts partial (partial rollout against standard)")
+    ap.add_argument("--partial-pairs", type=Path, default=None,
+                    help="JSON of experiments/strategy_comparison.py --out on the two pools of that benchmark "
+                         "(partial as A, standard as B): the paired pass@N interval")
     ap.add_argument("--transfer", type=Path, nargs="+", action="extend", default=[],
                     help="folders (or files) of transfer-pool results; repeatable")
     args = ap.parse_args(argv)
+    if args.partial_pairs is not None and args.partial is None:
+        ap.error("--partial-pairs needs --partial (the benchmark's token accounting)")
 
     def results_file(p: Path) -> Path:
         return p if p.suffix == ".json" else p / "results.json"
@@ -187,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         checks += ablation_targets(load(args.ablation), args.ablation, strict)
     if args.strategy is not None:
         checks.append(strategy_target(load(args.strategy), args.strategy))
+    if args.partial is not None:
+        pairs = None if args.partial_pairs is None else load(args.partial_pairs)
+        checks.append(partial_target(load(args.partial), args.partial, pairs, args.partial_pairs))
     print(f"{results['pool']} ({results['n_questions']} questions, K={results['k']})")
     for line, ok in checks:
         print(f"- {verdict(ok)}: {line}")

@@ -159,3 +159,14 @@ def test_pool_ablation_in_worker_processes_trains_what_one_process_trains(tmp_pa
     for name in ("full", "no_gnn"):
         one, two = records["1"]["rows"][name], records["2"]["rows"][name]
         assert one["val"] == two["val"] and one["em"] == two["em"] and len(one["val"]) == 2
+
+
+def test_strategy_benchmark_refuses_a_pools_folder_that_holds_pools(tmp_path):
+    """`--pools` keeps the runs' pools; a folder with pools in it would make the runs resume them, so it is
+    refused before any engine starts."""
+    (tmp_path / "standard.jsonl.gz").write_bytes(b"")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rollout_strategies.py"), "--parts", "partial",
+                           "--pools", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"--pools {tmp_path}: already holds pools" in done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["standard.jsonl.gz"]

@@ -155,6 +155,38 @@ def test_strategy_target_reads_the_paired_pass_at_k(tmp_path, capsys):
         targets.main([str(res), "--strategy", str(bad)])
 
 
+def test_partial_target_needs_the_saving_and_the_pass_at_n(tmp_path, capsys):
+    """Partial rollout: >= 15% fewer computed tokens and pass@N at most 2 points below standard; either short
+    is MISSED. The paired interval, when given, replaces the benchmark's unpaired pass@N difference."""
+    res = write(tmp_path, "results.json", results(majority=87.0, trace=91.0, trace_grounded=94.0,
+                                                  grounded_vote=90.0, weighted_token=91.5))
+
+    def bench(computed: int, pass_at_k: float) -> Path:
+        rows = {"standard": {"computed_tokens": 200_000, "pass_at_k": 0.8},
+                "partial/exploration": {"computed_tokens": computed, "pass_at_k": pass_at_k}}
+        return write(tmp_path, "bench.json", {"args": {"k": 8}, "results": {"partial_vs_standard": rows}})
+
+    targets.main([str(res), "--partial", str(bench(170_000, 0.79))])
+    out = capsys.readouterr().out
+    assert ("- met: partial/exploration vs standard at N=8: 15.0% fewer computed tokens (170,000 vs 200,000; "
+            "target >= 15%), pass@N 79.0 vs 80.0: -1.0 (target >= -2.0)") in out
+    targets.main([str(res), "--partial", str(bench(172_000, 0.80))])  # 14.0% fewer
+    assert "- MISSED: partial/exploration vs standard at N=8: 14.0% fewer" in capsys.readouterr().out
+    targets.main([str(res), "--partial", str(bench(150_000, 0.775))])  # saves, but loses 2.5 points
+    assert "- MISSED: partial/exploration" in capsys.readouterr().out
+    pairs = write(tmp_path, "pairs.json", {"methods": {"oracle": pair(-1.0, -7.5, +5.0, 2, 3)}})
+    targets.main([str(res), "--partial", str(bench(150_000, 0.775)), "--partial-pairs", str(pairs)])
+    assert "pass@N 77.5 vs 80.0: -1.0 [-7.5, +5.0], 2 won / 3 lost (target >= -2.0)" in capsys.readouterr().out
+    no_row = write(tmp_path, "none.json", {"results": {"divinit_vs_standard": {}}})
+    with pytest.raises(SystemExit, match=r"none.json: results.partial_vs_standard.standard: missing"):
+        targets.main([str(res), "--partial", str(no_row)])
+    with pytest.raises(SystemExit, match=r"pairs.json: methods.oracle: missing"):
+        targets.main([str(res), "--partial", str(bench(150_000, 0.8)), "--partial-pairs",
+                      str(write(tmp_path, "pairs.json", {"methods": {}}))])
+    with pytest.raises(SystemExit):
+        targets.main([str(res), "--partial-pairs", str(pairs)])
+
+
 def test_errors_name_the_file_and_field(tmp_path):
     data = results(majority=87.0, trace=91.0, trace_grounded=94.0, grounded_vote=90.0, weighted_token=90.0)
     data["methods"]["weighted_token"] = {"skipped": "pool has no token log-probabilities"}

@@ -39,3 +39,24 @@ def test_sealed_pool_is_test_split_standard_k16():
     for r in rows:
         per_question[r["question_index"]] = per_question.get(r["question_index"], 0) + 1
     assert set(per_question.values()) == {16}
+
+
+def test_partial_rollout_pools_pair_40_dev_questions_no_pool_uses():
+    """The partial-rollout benchmark's two pools (docs/results.md) hold the same 40 dev questions x 8,
+    none of them in a shipped pool, so its comparison is paired and its questions fresh."""
+    folder = POOLS.parents[1] / "experiments" / "results" / "wikihops-partial"
+    pools = {name: folder / f"{name}.jsonl.gz" for name in ("standard", "partial-exploration")}
+    counts = {}
+    for name, path in pools.items():
+        meta = json.loads(path.with_name(path.name + ".meta.json").read_text())
+        assert (meta["setting"], meta["split"], meta["extra"]["offset"]) == ("wikihops", "dev", 350)
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            per_question: dict[str, int] = {}
+            for r in map(json.loads, fh):
+                per_question[r["question_index"]] = per_question.get(r["question_index"], 0) + 1
+        assert len(per_question) == 40 and set(per_question.values()) == {8}
+        counts[name] = per_question
+    assert counts["standard"].keys() == counts["partial-exploration"].keys()
+    for other in POOLS.glob("wikihops-*.jsonl.gz"):
+        shared = set(counts["standard"]) & _question_ids(other)
+        assert not shared, f"{other.name} shares {len(shared)} questions with the partial-rollout pools"
