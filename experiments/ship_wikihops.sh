@@ -46,24 +46,27 @@ PARTIAL_BENCH=benchmarks/rollout_strategies-wikihops.json
 PARTIAL_POOLS=experiments/results/wikihops-partial
 source experiments/ship_lib.sh
 
-matched() {  # DivInit against standard sampling, paired by question, every method on both pools
-  if [[ ! -f $DIVINIT || ! -f $STANDARD150 ]]; then echo "skip DivInit: its pools do not exist yet"; return; fi
-  evaluate $DIVINIT "$RUNS/divinit"
-  evaluate $STANDARD150 "$RUNS/standard150"
-  say "DivInit - standard at matched compute (K=8 each)"
-  "$PY" experiments/strategy_comparison.py "$RUNS/divinit/per_question.jsonl" "$RUNS/standard150/per_question.jsonl" \
-    --names divinit,standard --out "$RUNS/divinit-vs-standard.json" | tee "$RUNS/divinit-vs-standard.txt"
+versus_standard() {  # strategy, its pool, standard sampling's pool of the same questions, that run's name, title
+  # Every method on both pools, then A minus B paired by question: $RUNS/<strategy>-vs-standard.json.
+  local name=$1 pool=$2 standard=$3 standard_run=$4
+  evaluate "$pool" "$RUNS/$name"
+  evaluate "$standard" "$RUNS/$standard_run"
+  say "$5"
+  "$PY" experiments/strategy_comparison.py "$RUNS/$name/per_question.jsonl" "$RUNS/$standard_run/per_question.jsonl" \
+    --names "$name,standard" --out "$RUNS/$name-vs-standard.json" | tee "$RUNS/$name-vs-standard.txt"
 }
 
-partial() {  # partial rollout against standard sampling: the benchmark's two pools, paired by question
+matched() {  # DivInit against standard sampling at matched compute
+  if [[ ! -f $DIVINIT || ! -f $STANDARD150 ]]; then echo "skip DivInit: its pools do not exist yet"; return; fi
+  versus_standard divinit $DIVINIT $STANDARD150 standard150 "DivInit - standard at matched compute (K=8 each)"
+}
+
+partial() {  # partial rollout against standard sampling at equal N: the benchmark's two pools
   if [[ ! -f $PARTIAL_POOLS/standard.jsonl.gz || ! -f $PARTIAL_POOLS/partial-exploration.jsonl.gz ]]; then
     echo "skip partial rollout: its pools are not in $PARTIAL_POOLS yet"; return
   fi
-  evaluate "$PARTIAL_POOLS/partial-exploration.jsonl.gz" "$RUNS/partial"
-  evaluate "$PARTIAL_POOLS/standard.jsonl.gz" "$RUNS/partial-standard"
-  say "partial rollout - standard at equal N"
-  "$PY" experiments/strategy_comparison.py "$RUNS/partial/per_question.jsonl" "$RUNS/partial-standard/per_question.jsonl" \
-    --names partial,standard --out "$RUNS/partial-vs-standard.json" | tee "$RUNS/partial-vs-standard.txt"
+  versus_standard partial "$PARTIAL_POOLS/partial-exploration.jsonl.gz" "$PARTIAL_POOLS/standard.jsonl.gz" \
+    partial-standard "partial rollout - standard at equal N"
 }
 
 dev_strategy_targets() {  # targets.py flags for the rollout strategies' comparisons that exist

@@ -142,12 +142,19 @@ STRATEGY_GAIN = 5.0
 """Pass@K points the diverse strategy has to add over standard sampling at matched compute (issue 32)."""
 
 
-def strategy_target(comparison: dict[str, Any], source: Path) -> tuple[str, bool]:
-    """(line, met): strategy A's pass@K minus strategy B's, paired by question, against STRATEGY_GAIN."""
-    require(comparison, ("a", "b", "methods"), source, "strategy_comparison.py --out")
+def pass_at_k_pair(comparison: dict[str, Any], source: Path) -> dict[str, Any]:
+    """The paired pass@K row (`oracle`) of a strategy_comparison.py record, or a one-line error."""
+    require(comparison, ("methods",), source, "strategy_comparison.py --out")
     row = comparison["methods"].get("oracle")
     if row is None:
         sys.exit(f"error: {source}: methods.oracle: missing (compare per-question files with the oracle row)")
+    return row
+
+
+def strategy_target(comparison: dict[str, Any], source: Path) -> tuple[str, bool]:
+    """(line, met): strategy A's pass@K minus strategy B's, paired by question, against STRATEGY_GAIN."""
+    require(comparison, ("a", "b"), source, "strategy_comparison.py --out")
+    row = pass_at_k_pair(comparison, source)
     a, b = comparison["a"], comparison["b"]
     line = (f"{a} pass@K {row['em_a']:.1f} vs {b} {row['em_b']:.1f} on {comparison.get('questions', '?')} paired questions: "
             f"{pair_text(row)} (target >= {points(STRATEGY_GAIN)})")
@@ -178,17 +185,13 @@ def partial_target(bench: dict[str, Any], source: Path, pairs: dict[str, Any] | 
                 sys.exit(f"error: {source}: results.partial_vs_standard.{key}.{field}: missing")
     saving = 100 * (1 - par["computed_tokens"] / std["computed_tokens"])
     loss = 100 * (par["pass_at_k"] - std["pass_at_k"])
-    paired = ""
+    difference = points(loss)
     if pairs is not None:
-        require(pairs, ("methods",), pairs_source, "strategy_comparison.py --out")
-        oracle = pairs["methods"].get("oracle")
-        if oracle is None:
-            sys.exit(f"error: {pairs_source}: methods.oracle: missing (compare per-question files with the oracle row)")
-        loss = oracle["diff"]
-        paired = f" [{points(oracle['low'])}, {points(oracle['high'])}], {oracle['won']} won / {oracle['lost']} lost"
+        oracle = pass_at_k_pair(pairs, pairs_source)
+        loss, difference = oracle["diff"], pair_text(oracle)
     line = (f"{name} vs standard at N={bench.get('args', {}).get('k', '?')}: {saving:.1f}% fewer computed tokens "
             f"({par['computed_tokens']:,} vs {std['computed_tokens']:,}; target >= {PARTIAL_SAVING:.0f}%), "
-            f"pass@N {100 * par['pass_at_k']:.1f} vs {100 * std['pass_at_k']:.1f}: {points(loss)}{paired} "
+            f"pass@N {100 * par['pass_at_k']:.1f} vs {100 * std['pass_at_k']:.1f}: {difference} "
             f"(target >= -{PARTIAL_PASS_LOSS:.1f})")
     return line, saving >= PARTIAL_SAVING and loss >= -PARTIAL_PASS_LOSS
 
