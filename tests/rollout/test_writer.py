@@ -61,11 +61,11 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
 QS = QUESTIONS + [Q("3", "Where is the Nile?", ["Africa"])]
 
 
-def _run(out, strategy="standard", engine=None, **over):
+def _run(out, strategy="standard", engine=None, progress=False, **over):
     cfg = RolloutConfig(**{"k": 2, "strategy": strategy, "chunk_questions": 1, **over})
     engine = engine or FakeEngine(search_then_answer)
     return run_rollout(cfg, out, engine=engine, toolbox=SearchTools(FakeIndex(), top_k=2), questions=QS,
-                       progress=False), engine
+                       progress=progress), engine
 
 
 def _pairs(path):
@@ -102,7 +102,7 @@ def test_rollout_writes_pool_meta_and_config(tmp_path, strategy):
 
 
 @pytest.mark.parametrize("strategy", ["standard", "partial"])
-def test_rollout_resumes_after_kill(tmp_path, strategy, monkeypatch):
+def test_rollout_resumes_after_kill(tmp_path, strategy, monkeypatch, capsys):
     from trace_selector.rollout.strategies.partial import PartialConfig
 
     extra = {"partial": PartialConfig(initial=1, top_steps=1, branches=1, min_step=1)} if strategy == "partial" else {}
@@ -125,8 +125,12 @@ def test_rollout_resumes_after_kill(tmp_path, strategy, monkeypatch):
     assert not out.exists()
     with open(shard_path(out), "a") as fh:  # plus a torn line from the interrupted write
         fh.write('{"question_index": "2", "sam')
-    report, engine = _run(out, strategy, **extra)
+    capsys.readouterr()
+    report, engine = _run(out, strategy, progress=True, **extra)
     assert report.resumed == 4 and report.generated_now == 4
+    # the progress bar counts the pool: it starts at the four resumed trajectories, not at zero
+    bar = capsys.readouterr().err.replace("\r", "\n")
+    assert "4/8" in bar and "8/8" in bar and "0/4" not in bar
     assert _pairs(out) == _pairs(tmp_path / "ref.jsonl")
     # accounting continues across the restart: the first run's two groups are counted once
     assert read_meta(out).accounting["tool_calls"] == read_meta(tmp_path / "ref.jsonl").accounting["tool_calls"]

@@ -329,8 +329,11 @@ def _generate(cfg: RolloutConfig, out: Path, writer: Any, engine: Any, toolbox: 
     # Trajectories arrive a chunk at a time, minutes apart: tqdm's default moving average then swings
     # between bursts and pauses (a 9 s/traj run showed 21 s/traj and an ETA twice too long), while the
     # mean rate since the start is a steady estimate.
-    bar = tqdm(total=sum(len(ids) for _, ids in work.todo), unit="traj", disable=not progress,
-               desc=f"rollout {cfg.strategy}", dynamic_ncols=True, smoothing=0)
+    # The bar counts the pool, not this run: a resumed run starts at what the shard holds (tqdm's rate
+    # leaves `initial` out, so s/traj stays this run's).
+    resumed = len(writer.rows)
+    bar = tqdm(initial=resumed, total=resumed + sum(len(ids) for _, ids in work.todo), unit="traj",
+               disable=not progress, desc=f"rollout {cfg.strategy}", dynamic_ncols=True, smoothing=0)
 
     def on_batch(results: list[Any]) -> None:
         secs = time.perf_counter() - totals.t_start
